@@ -1,0 +1,310 @@
+"""The job's one configuration object.
+
+Every setting is declared once below, with its type, default, help text and the
+commands it applies to. A value comes from, in increasing precedence: the default,
+a TOML file (`--config FILE` or `BINLOOP_CONFIG`), an environment variable
+`BINLOOP_<NAME>` and a command-line flag `--<name>`. `binloop config --markdown`
+renders the table in the README from these declarations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from binloop.detection import DetectionParams
+from binloop.schema import OUTCOMES, TAXONOMY, RecordLimits
+from binloop.window import WindowSpec, format_duration_ms, parse_duration_ms
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ENV_PREFIX = "BINLOOP_"
+
+
+class ConfigError(ValueError):
+    """A setting has an invalid value; the message names the setting and its source."""
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"{value} is not >= 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"{value} is not >= 0")
+    return value
+
+
+def optional_positive_int(text: str) -> int | None:
+    return None if text.strip().lower() in ("", "none", "0", "all") else positive_int(text)
+
+
+def optional_duration_ms(text: str) -> int | None:
+    return None if text.strip().lower() in ("", "none", "off") else parse_duration_ms(text)
+
+
+def non_negative_duration_ms(text: str) -> int:
+    return 0 if text.strip() in ("0", "0s", "0ms") else parse_duration_ms(text)
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{text!r} is not a boolean")
+
+
+def parse_outcomes(text: str) -> frozenset[str]:
+    values = frozenset(v.strip().lower() for v in text.split(",") if v.strip())
+    if not values or not values <= OUTCOMES:
+        raise ValueError(f"{text!r}: give a comma-separated subset of {sorted(OUTCOMES)}")
+    return values
+
+
+def parse_codes(text: str) -> frozenset[str]:
+    return frozenset(v.strip().upper() for v in text.split(",") if v.strip())
+
+
+def optional_text(text: str) -> str | None:
+    return text or None
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, frozenset):
+        return ",".join(sorted(value))
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _show_duration(value: Any) -> str:
+    return "" if value is None else format_duration_ms(value)
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    groups: tuple[str, ...],
+    parse: Callable[[str], Any] = str,
+    show: Callable[[Any], str] = _show,
+    metavar: str | None = None,
+    flag: bool = True,
+) -> Any:
+    """Declare a setting: a dataclass field carrying how to parse, show and expose it."""
+    meta = {"help": help, "groups": groups, "parse": parse, "show": show, "metavar": metavar,
+            "flag": flag}
+    return field(default=default, metadata=meta)
+
+
+DETECT = ("detect", "run", "sweep", "flow")
+RUN = ("run", "flow")
+
+
+@dataclass(frozen=True)
+class Config:
+    """All settings of binloop. Attribute names are the TOML keys."""
+
+    # Detection semantics (see binloop.detection).
+    theta: int = setting(3, "failures of one (tool, failure_mode) that fire a BINEvent",
+                         groups=DETECT, parse=positive_int, metavar="N")
+    window: WindowSpec = setting(WindowSpec("session"),
+                                 "session | global | sliding:<duration> (event time)",
+                                 groups=DETECT, parse=WindowSpec.parse, metavar="KIND")
+    count_outcomes: frozenset[str] = setting(frozenset({"failure", "timeout"}),
+                                             "outcomes that count as failures",
+                                             groups=DETECT, parse=parse_outcomes, metavar="LIST")
+    mode_level: int | None = setting(None, "cut failure_mode to its first N levels (unset: all)",
+                                     groups=DETECT, parse=optional_positive_int, metavar="N")
+    evidence_max: int = setting(10, "records of evidence carried by an event",
+                                groups=DETECT, parse=positive_int, metavar="N")
+    session_gap: int = setting(30 * 60_000, "a session slice ends this long after its newest ts",
+                               groups=DETECT, parse=parse_duration_ms, show=_show_duration,
+                               metavar="DUR")
+    allowed_lateness: int = setting(60 * 60_000,
+                                    "how far behind the newest ts a record may arrive before "
+                                    "idle state that it would have joined may be evicted",
+                                    groups=DETECT, parse=non_negative_duration_ms,
+                                    show=_show_duration, metavar="DUR")
+    dedup_max: int = setting(64, "recent record ids remembered per key to drop duplicates",
+                             groups=DETECT, parse=non_negative_int, metavar="N")
+    # Record validation.
+    args_max_bytes: int = setting(8192, "args larger than this (JSON bytes) are truncated",
+                                  groups=DETECT, parse=positive_int, metavar="BYTES")
+    max_future_skew: int | None = setting(24 * 3_600_000,
+                                          "reject records whose ts is further in the future "
+                                          "('off' to accept any)",
+                                          groups=DETECT, parse=optional_duration_ms,
+                                          show=_show_duration, metavar="DUR")
+    extra_failure_codes: frozenset[str] = setting(frozenset(),
+                                                  "level-1 failure codes accepted beside the "
+                                                  "paper's taxonomy", groups=DETECT,
+                                                  parse=parse_codes, metavar="LIST")
+    # Engines and files.
+    engine: str = setting("bytewax", "bytewax | reference | polars", groups=("detect",),
+                          parse=lambda t: _choice(t, ("bytewax", "reference", "polars")))
+    input: str | None = setting(None, "JSONL, JSONL.gz or Parquet file, a directory of them, "
+                                "or - for stdin", groups=("detect", "flow"),
+                                parse=optional_text, metavar="PATH")
+    out: str | None = setting(None, "write BINEvents to this JSONL file (default: stdout)",
+                              groups=("detect", "flow"), parse=optional_text, metavar="FILE")
+    dead_letter: str | None = setting(None, "write rejected records (raw + reason) to this JSONL",
+                                      groups=("detect", "run", "flow"), parse=optional_text,
+                                      metavar="FILE")
+    late_out: str | None = setting(None, "write late records here (default: the dead-letter "
+                                   "output, reason 'late')", groups=("detect", "run", "flow"),
+                                   parse=optional_text, metavar="FILE")
+    workers: int = setting(1, "Bytewax worker threads per process", groups=("detect", "run"),
+                           parse=positive_int, metavar="N")
+    processes: int = setting(1, "Bytewax processes (local cluster)", groups=("detect", "run"),
+                             parse=positive_int, metavar="N")
+    batch_size: int = setting(4096, "records per batch read from a source",
+                              groups=("detect", "run", "flow"), parse=positive_int, metavar="N")
+    shards: int = setting(64, "keyed state shards of the Bytewax flow (fixed for a recovery "
+                          "store)", groups=("detect", "run", "flow"), parse=positive_int,
+                          metavar="N")
+    summary_out: str | None = setting(None, "write the run's counters as JSON here (used by the "
+                                      "CLI to collect a cluster's summary)", groups=("flow",),
+                                      parse=optional_text, metavar="FILE", flag=False)
+    progress: bool = setting(True, "print progress on stderr for long inputs",
+                             groups=("detect", "flow"), parse=parse_bool)
+
+    def detection(self) -> DetectionParams:
+        return DetectionParams(
+            theta=self.theta,
+            window=self.window,
+            count_outcomes=self.count_outcomes,
+            mode_level=self.mode_level,
+            evidence_max=self.evidence_max,
+            session_gap_ms=self.session_gap,
+            allowed_lateness_ms=self.allowed_lateness,
+            dedup_max=self.dedup_max,
+        )
+
+    def record_limits(self) -> RecordLimits:
+        return RecordLimits(
+            args_max_bytes=self.args_max_bytes,
+            max_future_skew_ms=self.max_future_skew,
+            taxonomy=TAXONOMY | self.extra_failure_codes,
+        )
+
+    def replace(self, **changes: Any) -> Config:
+        return dataclasses.replace(self, **changes)
+
+    def to_env(self) -> dict[str, str]:
+        """The settings as `BINLOOP_*` variables (to configure a child process)."""
+        return {env_name(f.name): f.metadata["show"](getattr(self, f.name))
+                for f in dataclasses.fields(self)}
+
+
+def _choice(text: str, choices: tuple[str, ...]) -> str:
+    if text not in choices:
+        raise ValueError(f"{text!r} is not one of {', '.join(choices)}")
+    return text
+
+
+def env_name(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def settings_for(group: str) -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(Config) if group in f.metadata["groups"]]
+
+
+def add_arguments(parser: argparse.ArgumentParser, group: str) -> None:
+    """Add `--config` and a flag for every setting of `group` (values parsed later)."""
+    parser.add_argument("--config", metavar="FILE", help="TOML file of settings")
+    for f in settings_for(group):
+        if not f.metadata["flag"]:
+            continue
+        shown = f.metadata["show"](f.default)
+        default_note = f" (default: {shown})" if shown else ""
+        if f.metadata["parse"] is parse_bool:
+            negate = f.default is True
+            parser.add_argument(("--no-" if negate else "--") + f.name.replace("_", "-"),
+                                dest=f.name, action="store_const", default=None,
+                                const="false" if negate else "true",
+                                help=f.metadata["help"] + default_note)
+        else:
+            parser.add_argument(flag_name(f.name), dest=f.name, default=None,
+                                metavar=f.metadata["metavar"] or "VALUE",
+                                help=f.metadata["help"] + default_note)
+
+
+def load_config(
+    flags: Mapping[str, Any] | argparse.Namespace | None = None,
+    env: Mapping[str, str] | None = None,
+    config_file: str | Path | None = None,
+) -> Config:
+    """Resolve every setting: default < TOML file < BINLOOP_* env < flags."""
+    env = os.environ if env is None else env
+    given = vars(flags) if isinstance(flags, argparse.Namespace) else dict(flags or {})
+    path = config_file or given.get("config") or env.get(ENV_PREFIX + "CONFIG")
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if path:
+        layers.append((f"config file {path}", _read_toml(Path(path))))
+    layers.append(("environment", {f.name: env[env_name(f.name)]
+                                   for f in dataclasses.fields(Config) if env_name(f.name) in env}))
+    layers.append(("flag", {k: v for k, v in given.items() if v is not None}))
+    values: dict[str, Any] = {}
+    by_name = {f.name: f for f in dataclasses.fields(Config)}
+    for source, layer in layers:
+        for name, raw in layer.items():
+            if name not in by_name:
+                if source.startswith("config file"):
+                    raise ConfigError(f"{source}: unknown setting {name!r}")
+                continue
+            values[name] = _parse(by_name[name], raw, source)
+    return Config(**values)
+
+
+def _parse(f: dataclasses.Field[Any], raw: Any, source: str) -> Any:
+    text = ",".join(map(str, raw)) if isinstance(raw, list) else _show(raw)
+    try:
+        return f.metadata["parse"](text)
+    except ValueError as exc:
+        raise ConfigError(f"{source} {f.name} = {text!r}: {exc}") from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    table = data.get("binloop", data)
+    return {key.replace("-", "_"): value for key, value in table.items()}
+
+
+def render_markdown(fields: Iterable[dataclasses.Field[Any]] | None = None) -> str:
+    """The settings table for the README."""
+    rows = ["| setting (TOML) | flag | env | default | meaning |", "|---|---|---|---|---|"]
+    for f in fields or dataclasses.fields(Config):
+        flag = ""
+        if f.metadata["flag"]:
+            negate = f.metadata["parse"] is parse_bool and f.default is True
+            flag = f"`--no-{f.name.replace('_', '-')}`" if negate else f"`{flag_name(f.name)}`"
+        default = f.metadata["show"](f.default)
+        rows.append(f"| `{f.name}` | {flag} | `{env_name(f.name)}` | `{default}` | "
+                    f"{f.metadata['help']} |")
+    return "\n".join(rows)

@@ -1,0 +1,1 @@
+"""Bytewax dataflows of binloop and their sources."""

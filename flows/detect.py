@@ -1,0 +1,86 @@
+"""FRICTION-DETECT as a Bytewax dataflow over replayed telemetry files.
+
+Run it as `python -m bytewax.run flows.detect:flow` (add `-w`, `-i`, `-a`, `-r` as for
+any Bytewax flow); it is configured by `BINLOOP_*` variables or `BINLOOP_CONFIG`
+(see `binloop.config`). `binloop detect --engine bytewax` does this for you.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bytewax.operators as op
+from bytewax.dataflow import Dataflow, Stream
+from bytewax.inputs import Source
+
+from binloop.config import Config, load_config
+from binloop.events import BINEvent, dumps_event
+from binloop.inputs import RawChunk
+from binloop.jsonl import event_key
+from binloop.outputs import dumps_dead, late_letter
+from binloop.schema import DeadLetter, ToolInvocation, dumps_record
+from flows.file_source import TelemetryFileSource
+from flows.operators import DetectOut, ShardInput, detect_friction, parse_telemetry
+from sinks.jsonl_file import JsonlFileSink
+from sinks.stdout import StdOutLinesSink
+from sinks.summary import OnSummary, SummarySink
+
+
+def add_detector(
+    chunks: Stream[RawChunk],
+    config: Config,
+    controls: op.KeyedStream[ShardInput] | None = None,
+    on_summary: OnSummary | None = None,
+) -> Stream[BINEvent]:
+    """Parse, detect, and write rejects, lates and counters; returns the event stream."""
+    params = config.detection()
+    parsed = parse_telemetry("parse", chunks, params, config.record_limits(), config.shards)
+    shard_inputs: op.KeyedStream[Any] = parsed.oks
+    if controls is not None:
+        shard_inputs = op.merge("with_controls", parsed.oks, controls)
+    detected: DetectOut = detect_friction("detect", shard_inputs, params, config.shards)
+    _write_rejects(parsed.errs, detected.late, config)
+    counters = op.merge("counters", parsed.stats, detected.stats)
+    op.output("summary", op.key_on("summary_key", counters, lambda _: "summary"),
+              SummarySink(config.summary_out, on_summary))
+    return detected.events
+
+
+def write_events(events: Stream[BINEvent], config: Config) -> None:
+    """BINEvents to `config.out` (idempotent on event_id) or stdout."""
+    lines = op.map("encode_events", events, lambda e: (e["event_id"], dumps_event(e)))
+    sink = JsonlFileSink(config.out, event_key) if config.out else StdOutLinesSink()
+    op.output("events_out", lines, sink)
+
+
+def _write_rejects(dead: Stream[DeadLetter], late: Stream[ToolInvocation], config: Config) -> None:
+    if config.late_out:
+        late_lines = op.map("encode_late", late, lambda r: (r["id"], dumps_record(r)))
+        op.output("late_out", late_lines, JsonlFileSink(config.late_out))
+    else:
+        dead = op.merge("dead_and_late", dead, op.map("late_as_dead", late, late_letter))
+    if config.dead_letter:
+        lines = op.map("encode_dead", dead, lambda d: ("dead", dumps_dead(d)))
+        op.output("dead_letter_out", lines, JsonlFileSink(config.dead_letter))
+    else:
+        lines = op.map("encode_dead", dead, lambda d: ("dead", b"dead-letter: " + dumps_dead(d)))
+        op.output("dead_letter_out", lines, StdOutLinesSink(stderr=True))
+
+
+def build_flow(config: Config, source: Source[RawChunk] | None = None) -> Dataflow:
+    """The replay dataflow: `config.input` (or `source`) to events, rejects and counters."""
+    if source is None:
+        if not config.input:
+            raise ValueError("no input: set --input / BINLOOP_INPUT")
+        source = TelemetryFileSource(config.input, config.batch_size, config.progress)
+    flow = Dataflow("binloop_detect")
+    chunks = op.input("telemetry", flow, source)
+    write_events(add_detector(chunks, config), config)
+    return flow
+
+
+def __getattr__(name: str) -> Any:
+    # `python -m bytewax.run flows.detect:flow` builds the flow from the environment.
+    if name == "flow":
+        return build_flow(load_config())
+    raise AttributeError(name)

@@ -1,0 +1,205 @@
+"""Dataflow operators of the detector: parse (oks/errs) and detect (events/late).
+
+The shape follows `bytewax.connectors.kafka.operators`: each operator returns a small
+dataclass of streams. Work is done per chunk, not per record: a chunk of raw lines is
+parsed where it lands (chunks are spread over all workers), its counted records are
+grouped by state shard, and each shard's detector gets one item per chunk. Every chunk
+sends an item to every shard, empty or not, so that a shard can put the chunks of a
+partition back into their order (`seq`) before it applies them: per-key order, and so
+the events, do not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import bytewax.operators as op
+from bytewax.dataflow import Stream, operator
+from bytewax.operators import StatefulBatchLogic
+from typing_extensions import override
+
+from binloop.detection import DetectionParams, Detector, DetectorStats, Key
+from binloop.events import BINEvent
+from binloop.ingest import parse_chunk
+from binloop.inputs import RawChunk
+from binloop.schema import DeadLetter, RecordLimits, ToolInvocation
+
+
+def shard_of(key: Key, shards: int) -> str:
+    """The state shard of a key: a hash that is the same in every process."""
+    tool, mode = key
+    return str(zlib.crc32(f"{tool}\x1f{mode}".encode()) % shards)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardChunk:
+    """The counted records of one chunk that belong to one shard (possibly none)."""
+
+    partition: str
+    seq: int
+    records: list[ToolInvocation]
+    start_seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Rearm:
+    """Arm a key again after the build of its `fired_epoch` event failed."""
+
+    key: Key
+    fired_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Disarm:
+    """A tool answers this key: fire no more (e.g. restored from the library)."""
+
+    key: Key
+    epoch: int = 0
+
+
+ShardInput = ShardChunk | Rearm | Disarm
+
+
+@dataclass(slots=True)
+class IngestStats:
+    records_read: int = 0
+    valid: int = 0
+    invalid: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Late:
+    """A counted record that arrived too late for any window."""
+
+    record: ToolInvocation
+
+
+@dataclass(frozen=True)
+class ParseOut:
+    """Counted records by shard, rejected inputs, and per-chunk counters."""
+
+    oks: op.KeyedStream[ShardChunk]
+    errs: Stream[DeadLetter]
+    stats: Stream[IngestStats]
+
+
+@dataclass(frozen=True)
+class DetectOut:
+    events: Stream[BINEvent]
+    late: Stream[ToolInvocation]
+    stats: Stream[DetectorStats]
+
+
+def _split_chunk(chunk: RawChunk, params: DetectionParams, limits: RecordLimits,
+                 shards: int) -> list[Any]:
+    parsed = parse_chunk(chunk, limits)
+    by_shard: dict[str, list[ToolInvocation]] = {str(s): [] for s in range(shards)}
+    for rec in parsed.records:
+        if params.counts(rec):
+            by_shard[shard_of(params.key_of(rec), shards)].append(rec)
+    out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq))
+                      for s, recs in by_shard.items()]
+    out.extend(parsed.dead)
+    out.append(IngestStats(len(chunk.items) - parsed.blank, len(parsed.records), len(parsed.dead)))
+    return out
+
+
+@operator
+def parse_telemetry(step_id: str, up: Stream[RawChunk], params: DetectionParams,
+                    limits: RecordLimits, shards: int) -> ParseOut:
+    """Validate raw chunks; counted records go to their shard, rejects to `errs`."""
+    spread = op.redistribute("spread", up)
+    parsed = op.flat_map("parse", spread, lambda c: _split_chunk(c, params, limits, shards))
+    keyed = op.branch("keyed", parsed, lambda x: isinstance(x, tuple))
+    rest = op.branch("rejects", keyed.falses, lambda x: isinstance(x, DeadLetter))
+    return ParseOut(
+        cast(op.KeyedStream[ShardChunk], keyed.trues),
+        cast(Stream[DeadLetter], rest.trues),
+        cast(Stream[IngestStats], rest.falses),
+    )
+
+
+@dataclass
+class ShardState:
+    """What a shard snapshots: its detector and the reorder buffer per partition."""
+
+    detector: Detector
+    shards: int
+    next_seq: dict[str, int] = field(default_factory=dict)
+    pending: dict[str, dict[int, ShardChunk]] = field(default_factory=dict)
+
+
+class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
+    """One state shard: puts chunks back in order and runs the detector on them."""
+
+    def __init__(self, params: DetectionParams, shards: int, resume: bytes | None) -> None:
+        fresh = ShardState(Detector(params), shards)
+        self.state: ShardState = fresh if resume is None else pickle.loads(resume)
+        if (self.state.detector.params, self.state.shards) != (params, shards):
+            raise ValueError(
+                "the recovery store was written with other detection settings "
+                f"({self.state.detector.params}, shards={self.state.shards}); "
+                "resume with the same settings or start a new store")
+
+    @override
+    def on_batch(self, values: list[ShardInput]) -> tuple[Iterable[Any], bool]:
+        detector = self.state.detector
+        detector.stats = DetectorStats()
+        out: list[Any] = []
+        for value in values:
+            if isinstance(value, ShardChunk):
+                for chunk in self._in_order(value):
+                    self._apply(chunk.records, out)
+            elif isinstance(value, Rearm):
+                detector.rearm(value.key, value.fired_epoch)
+            else:
+                detector.disarm(value.key, value.epoch)
+        if detector.stats != DetectorStats():
+            out.append(detector.stats)
+        return out, StatefulBatchLogic.RETAIN
+
+    def _in_order(self, chunk: ShardChunk) -> list[ShardChunk]:
+        expected = self.state.next_seq.get(chunk.partition, chunk.start_seq)
+        if chunk.seq == chunk.start_seq and expected != chunk.start_seq:
+            raise RuntimeError(
+                f"partition {chunk.partition} resumed at chunk {chunk.start_seq} but this shard "
+                f"expects chunk {expected}: was the shard count or the store changed?")
+        pending = self.state.pending.setdefault(chunk.partition, {})
+        pending[chunk.seq] = chunk
+        ready = []
+        while expected in pending:
+            ready.append(pending.pop(expected))
+            expected += 1
+        self.state.next_seq[chunk.partition] = expected
+        return ready
+
+    def _apply(self, records: list[ToolInvocation], out: list[Any]) -> None:
+        for rec in records:
+            seen = self.state.detector.observe(rec)
+            if seen.event is not None:
+                out.append(seen.event)
+            elif seen.status == "late":
+                out.append(Late(rec))
+
+    @override
+    def snapshot(self) -> bytes:
+        return pickle.dumps(self.state, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@operator
+def detect_friction(step_id: str, up: op.KeyedStream[ShardInput],
+                    params: DetectionParams, shards: int) -> DetectOut:
+    """FRICTION-DETECT over shard-keyed chunks and control commands."""
+    detected = op.stateful_batch("shards", up, lambda resume: DetectShard(params, shards, resume))
+    values = op.key_rm("unkey", detected)
+    stats = op.branch("stats", values, lambda x: isinstance(x, DetectorStats))
+    late = op.branch("late", stats.falses, lambda x: isinstance(x, Late))
+    return DetectOut(
+        cast(Stream[BINEvent], late.falses),
+        op.map("unwrap_late", cast(Stream[Late], late.trues), lambda x: x.record),
+        cast(Stream[DetectorStats], stats.trues),
+    )

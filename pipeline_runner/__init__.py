@@ -1,0 +1,1 @@
+"""The BIN build pipeline (Loop 1 action side)."""

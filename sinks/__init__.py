@@ -1,0 +1,1 @@
+"""Outputs of the detector: BINEvents, dead letters and late records."""
