@@ -28,6 +28,8 @@ DEFAULT_MAX_FUTURE_SKEW_MS: Final = 24 * 3600 * 1000
 # be materialised as a Python object graph).
 LINE_MAX_BYTES: Final = 1 << 20
 
+_VALID_MODES: dict[tuple[str, frozenset[str]], str] = {}
+_VALID_MODES_MAX: Final = 4096
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _MODE_LEVEL = re.compile(r"[A-Za-z0-9_\-]+")
 
@@ -106,16 +108,23 @@ def parse_record(raw: bytes | str, limits: RecordLimits = DEFAULT_LIMITS) -> Too
         raise InvalidRecord(f"not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise InvalidRecord(f"not a JSON object but {type(obj).__name__}")
-    return validate_record(obj, limits)
+    return validate_record(obj, limits, encoded_size=len(raw))
 
 
-def validate_record(obj: dict[str, Any], limits: RecordLimits = DEFAULT_LIMITS) -> ToolInvocation:
-    """Validate and normalise an already-decoded record; raises :class:`InvalidRecord`."""
+def validate_record(obj: dict[str, Any], limits: RecordLimits = DEFAULT_LIMITS,
+                    encoded_size: int | None = None) -> ToolInvocation:
+    """Validate and normalise an already-decoded record; raises :class:`InvalidRecord`.
+
+    `encoded_size` (the JSON length of the whole record, when known) lets small records
+    skip re-encoding `args` to measure it.
+    """
+    args_bound = limits.args_max_bytes
     rec: ToolInvocation = {
         "session_id": _session_id(obj.get("session_id")),
         "ts": _timestamp(obj.get("ts"), limits.max_future_skew_ms),
         "tool": _tool(obj.get("tool")),
-        "args": _args(obj.get("args", {}), limits.args_max_bytes),
+        "args": _args(obj.get("args"), args_bound, encoded_size is not None and
+                      encoded_size <= args_bound),
         "outcome": _outcome(obj.get("outcome")),
         "failure_mode": _failure_mode(obj.get("failure_mode"), limits.taxonomy),
     }
@@ -170,11 +179,13 @@ def _tool(value: Any) -> str:
     return value
 
 
-def _args(value: Any, max_bytes: int) -> dict[str, Any]:
+def _args(value: Any, max_bytes: int, known_small: bool) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise InvalidRecord(f"args must be a JSON object, got {type(value).__name__}")
+    if known_small:
+        return value
     encoded = orjson.dumps(value)
     if len(encoded) <= max_bytes:
         return value
@@ -183,6 +194,8 @@ def _args(value: Any, max_bytes: int) -> dict[str, Any]:
 
 
 def _outcome(value: Any) -> Outcome:
+    if value in OUTCOMES:
+        return value  # type: ignore[no-any-return]
     if value is None:
         raise InvalidRecord("missing field outcome")
     if not isinstance(value, str) or (lowered := value.lower()) not in OUTCOMES:
@@ -193,6 +206,18 @@ def _outcome(value: Any) -> Outcome:
 def _failure_mode(value: Any, taxonomy: frozenset[str]) -> str | None:
     if value is None:
         return None
+    # Failure modes repeat endlessly in a stream: remember the ones already validated.
+    cache_key = (value, taxonomy) if isinstance(value, str) else None
+    if cache_key is not None and (known := _VALID_MODES.get(cache_key)) is not None:
+        return known
+    mode = _check_failure_mode(value, taxonomy)
+    if len(_VALID_MODES) >= _VALID_MODES_MAX:
+        _VALID_MODES.clear()
+    _VALID_MODES[(value, taxonomy)] = mode
+    return mode
+
+
+def _check_failure_mode(value: Any, taxonomy: frozenset[str]) -> str:
     if not isinstance(value, str) or not value or len(value) > FAILURE_MODE_MAX_CHARS:
         raise InvalidRecord(
             f"failure_mode must be null or a string of 1-{FAILURE_MODE_MAX_CHARS} characters")
