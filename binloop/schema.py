@@ -8,6 +8,7 @@ and client goes through :func:`parse_record`; anything it rejects becomes a
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ LINE_MAX_BYTES: Final = 1 << 20
 _VALID_MODES: dict[tuple[str, frozenset[str]], str] = {}
 _VALID_MODES_MAX: Final = 4096
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_HEX64_LOWER = re.compile(r"[0-9a-f]{64}")
+_FIELDS: Final = frozenset({"id", "session_id", "ts", "tool", "args", "outcome", "duration_ms",
+                            "failure_mode", "agent_id", "error"})
 _MODE_LEVEL = re.compile(r"[A-Za-z0-9_\-]+")
 
 Outcome = Literal["success", "failure", "timeout", "cancelled"]
@@ -118,6 +122,47 @@ def validate_record(obj: dict[str, Any], limits: RecordLimits = DEFAULT_LIMITS,
     `encoded_size` (the JSON length of the whole record, when known) lets small records
     skip re-encoding `args` to measure it.
     """
+    if encoded_size is not None and encoded_size <= limits.args_max_bytes:
+        ready = _already_normal(obj, limits)
+        if ready is not None:
+            return ready
+    return _normalise(obj, limits, encoded_size)
+
+
+def _already_normal(obj: dict[str, Any], limits: RecordLimits) -> ToolInvocation | None:
+    """`obj` itself when it is exactly what `_normalise` would return, else None.
+
+    The hot path: telemetry written by our own client is already normal, and checking
+    that costs a fraction of building a new record. Anything unusual (a missing or
+    null optional field, an unknown key, an upper-case outcome, a failure mode not yet
+    seen) falls through to `_normalise`, which gives the reasons.
+    """
+    get = obj.get
+    ts, sid, tool = get("ts"), get("session_id"), get("tool")
+    mode, rid, duration = get("failure_mode", ""), get("id"), get("duration_ms", 0)
+    agent, error = get("agent_id", ""), get("error", "")
+    if not (
+        type(ts) is int and 0 <= ts <= _future_bound(limits.max_future_skew_ms)
+        and (type(sid) is int or (type(sid) is str and 0 < len(sid) <= TOOL_MAX_CHARS))
+        and type(tool) is str and 0 < len(tool) <= TOOL_MAX_CHARS
+        and type(get("args")) is dict and get("outcome") in OUTCOMES
+        and (mode is None or _VALID_MODES.get((mode, limits.taxonomy)) == mode)
+        and type(duration) is int and duration >= 0
+        and type(agent) is str and len(agent) <= STRING_FIELD_MAX_CHARS
+        and type(error) is str and len(error) <= STRING_FIELD_MAX_CHARS
+        and type(rid) is str and _HEX64_LOWER.fullmatch(rid)
+        and obj.keys() <= _FIELDS
+    ):
+        return None
+    return obj  # type: ignore[return-value]
+
+
+def _future_bound(max_future_skew_ms: int | None) -> float:
+    return math.inf if max_future_skew_ms is None else time.time() * 1000 + max_future_skew_ms
+
+
+def _normalise(obj: dict[str, Any], limits: RecordLimits,
+               encoded_size: int | None) -> ToolInvocation:
     args_bound = limits.args_max_bytes
     rec: ToolInvocation = {
         "session_id": _session_id(obj.get("session_id")),
