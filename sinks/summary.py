@@ -1,8 +1,10 @@
 """Run counters: aggregated from every worker by one writer into a JSON file.
 
-Delivery guarantee: none needed; the counters of a resumed run restart at zero for
-the part it replays. The file is replaced atomically, at most once a second and at
-the end of the run, so a reader never sees half of it.
+Delivery guarantee: exactly-once with Bytewax recovery: the running totals are the
+sink's snapshot, so a resumed run goes on from the counters of the snapshot it
+resumes from, and the part it replays is counted once. The file is replaced
+atomically, at most once a second and at the end of the run, so a reader never sees
+half of it.
 """
 
 from __future__ import annotations
@@ -29,9 +31,13 @@ def write_summary(path: Path, summary: RunSummary) -> None:
     os.replace(tmp, path)
 
 
-class _SummaryPartition(StatefulSinkPartition[Any, None]):
-    def __init__(self, path: Path | None, on_update: OnSummary | None) -> None:
-        self.summary = RunSummary()
+Totals = dict[str, Any]
+
+
+class _SummaryPartition(StatefulSinkPartition[Any, Totals]):
+    def __init__(self, path: Path | None, on_update: OnSummary | None,
+                 resume: Totals | None = None) -> None:
+        self.summary = RunSummary.from_json(resume) if resume else RunSummary()
         self._path = path
         self._on_update = on_update
         self._written = 0.0
@@ -56,15 +62,15 @@ class _SummaryPartition(StatefulSinkPartition[Any, None]):
             self._written = time.monotonic()
 
     @override
-    def snapshot(self) -> None:
-        return None
+    def snapshot(self) -> Totals:
+        return self.summary.to_json()
 
     @override
     def close(self) -> None:
         self._flush()
 
 
-class SummarySink(FixedPartitionedSink[Any, None]):
+class SummarySink(FixedPartitionedSink[Any, Totals]):
     """Sum `IngestStats` and `DetectorStats` items into a `RunSummary` JSON file."""
 
     def __init__(self, path: str | Path | None, on_update: OnSummary | None = None) -> None:
@@ -81,5 +87,5 @@ class SummarySink(FixedPartitionedSink[Any, None]):
 
     @override
     def build_part(self, step_id: str, for_part: str,
-                   resume_state: None) -> _SummaryPartition:
-        return _SummaryPartition(self._path, self._on_update)
+                   resume_state: Totals | None) -> _SummaryPartition:
+        return _SummaryPartition(self._path, self._on_update, resume_state)
