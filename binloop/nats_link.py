@@ -8,6 +8,7 @@ a Bytewax source or sink drives async nats-py without blocking the dataflow for 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from nats.js import JetStreamContext
 from binloop.jetstream import connect
 
 T = TypeVar("T")
+log = logging.getLogger("binloop.nats")
 
 
 @dataclass
@@ -27,6 +29,7 @@ class Link:
     loop: asyncio.AbstractEventLoop
     nc: NATS
     js: JetStreamContext
+    registry: dict[str, Link]
     users: int = 0
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -48,18 +51,22 @@ def acquire_link(url: str, name: str, connect_timeout_s: float = 30.0) -> Link:
         except BaseException:
             loop.close()
             raise
-        link = links[url] = Link(url, loop, nc, nc.jetstream(timeout=5.0))
+        link = links[url] = Link(url, loop, nc, nc.jetstream(timeout=5.0), links)
     link.users += 1
     return link
 
 
 def release_link(link: Link) -> None:
-    """Drop one use; the last one closes the connection and the loop."""
+    """Drop one use; the last one closes the connection and the loop. Callable from
+    any thread once the link's own thread no longer uses it (Bytewax closes sinks
+    from a thread of its own) and never raises."""
     link.users -= 1
     if link.users > 0:
         return
-    _local.links.pop(link.url, None)
+    link.registry.pop(link.url, None)
     try:
         link.run(link.nc.close())
+    except Exception as exc:
+        log.debug("closing the NATS connection: %s", exc)
     finally:
         link.loop.close()

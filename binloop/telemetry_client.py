@@ -212,14 +212,29 @@ class TelemetryClient:
         return lines
 
     async def _publish(self, nc: NATS, lines: list[bytes]) -> bool:
+        """Publish `lines` and wait for every acknowledgement; False (at once) when the
+        connection is down or drops meanwhile, or the stream refuses or times out."""
+        if not nc.is_connected:
+            await asyncio.to_thread(self._stop.wait, 0.1)
+            return False
         js = nc.jetstream()
         futures = []
+        reconnects = nc.stats["reconnects"]
         try:
             for line in lines:
                 subject, msg_id = self._route(line[:-1])
                 futures.append(await js.publish_async(subject, line[:-1],
                                                       headers={MSG_ID_HEADER: msg_id}))
-            await asyncio.wait_for(asyncio.gather(*futures), self.ack_timeout_s)
+            acks = asyncio.gather(*futures)
+            # A failed wait is retried from the log: nobody needs this gather's outcome.
+            acks.add_done_callback(lambda done: done.cancelled() or done.exception())
+            deadline = time.monotonic() + self.ack_timeout_s
+            while not acks.done():
+                if (not nc.is_connected or nc.stats["reconnects"] != reconnects
+                        or time.monotonic() > deadline):
+                    raise ConnectionError("connection lost or no acknowledgement in time")
+                await asyncio.wait({acks}, timeout=0.05)
+            acks.result()
         except Exception as exc:  # NATS down, no stream yet, timeouts...
             for future in futures:
                 future.cancel()

@@ -160,6 +160,8 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
     def close(self) -> None:
         try:
             self._link.run(self._consumer.close())
+        except Exception as exc:  # the consumer also expires by itself
+            log.debug("%s: closing the consumer: %s", self._name, exc)
         finally:
             release_link(self._link)
 

@@ -3,8 +3,8 @@
 Delivery guarantee: exactly-once with Bytewax recovery: the running totals are the
 sink's snapshot, so a resumed run goes on from the counters of the snapshot it
 resumes from, and the part it replays is counted once. The file is replaced
-atomically, at most once a second and at the end of the run, so a reader never sees
-half of it.
+atomically, at most once a second, at the end of each epoch if it changed, and at the
+end of the run, so a reader never sees half of it.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class _SummaryPartition(StatefulSinkPartition[Any, Totals]):
         self._path = path
         self._on_update = on_update
         self._written = 0.0
+        self._dirty = False
 
     @override
     def write_batch(self, values: list[Any]) -> None:
@@ -53,6 +54,7 @@ class _SummaryPartition(StatefulSinkPartition[Any, Totals]):
                 self.summary.invalid += value.invalid
         if self._on_update is not None:
             self._on_update(self.summary)
+        self._dirty = True
         if self._path is not None and time.monotonic() - self._written >= 1.0:
             self._flush()
 
@@ -60,9 +62,13 @@ class _SummaryPartition(StatefulSinkPartition[Any, Totals]):
         if self._path is not None:
             write_summary(self._path, self.summary)
             self._written = time.monotonic()
+            self._dirty = False
 
     @override
     def snapshot(self) -> Totals:
+        # At every epoch's end, so that the file of a quiet live job is not left stale.
+        if self._dirty:
+            self._flush()
         return self.summary.to_json()
 
     @override

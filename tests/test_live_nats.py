@@ -23,6 +23,8 @@ from binloop.config import Config
 from binloop.nats_server import NatsServer
 from binloop.reference import run_reference
 from binloop.subjects import MSG_ID_HEADER, event_subject
+from binloop.summary import RunSummary
+from binloop.telemetry_client import TelemetryClient
 from tests.nats_fixtures import live_config, publish, stream_messages, telemetry, write_lines
 
 pytestmark = pytest.mark.slow
@@ -136,3 +138,64 @@ def test_kill_9_and_resume_from_recovery_is_exactly_once(
     assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
     assert_events_stream(nats_server.url, expected)
     assert_same_counters(summary, ref_summary)
+
+
+def record_all(client: TelemetryClient, lines: list[bytes]) -> None:
+    for line in lines:
+        fields = orjson.loads(line)
+        client.record(fields.pop("tool"), fields.pop("outcome"), **fields)
+
+
+def test_nats_server_restart_mid_stream_loses_nothing(nats_server: NatsServer,
+                                                      tmp_path: Path) -> None:
+    """The server goes down while the job runs and agents record; the agents' client
+    buffers, the job reconnects and resumes; SIGTERM then stops it cleanly."""
+    lines = telemetry(6000, seed=5)
+    config = live_config(nats_server.url, tmp_path, until_idle="off")
+    job = start_job(config, tmp_path, "summary.json")
+    try:
+        with TelemetryClient(tmp_path / "agent.jsonl", nats_server.url) as client:
+            record_all(client, lines[:3000])
+            wait_for(lambda: records_read(tmp_path / "summary.json") > 0, job)
+            nats_server.stop()
+            record_all(client, lines[3000:4500])  # the agent goes on while NATS is down
+            assert client.pending_bytes > 0
+            time.sleep(1.0)
+            nats_server.start()
+            record_all(client, lines[4500:])
+            assert client.flush(timeout=60)
+        wait_for(lambda: records_read(tmp_path / "summary.json") == len(lines), job)
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(60) == 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+    expected, ref_summary = reference(config, lines, tmp_path)
+    assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
+    assert_events_stream(nats_server.url, expected)
+    summary = RunSummary.from_json(orjson.loads((tmp_path / "summary.json").read_bytes()))
+    assert_same_counters(summary, ref_summary)
+    assert "reconnected to NATS" in (tmp_path / "summary.json.log").read_text()
+
+
+def test_two_processes_and_batch_envelopes_give_the_same_events(nats_server: NatsServer,
+                                                                tmp_path: Path) -> None:
+    lines = telemetry(8000, seed=13)
+    source = write_lines(tmp_path / "telemetry.jsonl", lines)
+    published = subprocess.run(
+        [sys.executable, "-m", "binloop.cli", "publish", "--nats", nats_server.url,
+         "--batch", "25", "--partitions", "4", str(source)],
+        capture_output=True, text=True, check=True)
+    assert "published 8,000 records in" in published.stderr
+    config = live_config(nats_server.url, tmp_path, processes=2, workers=1)
+    summary = run_live(config)
+    expected, ref_summary = reference(config, lines, tmp_path)
+    assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
+    assert_events_stream(nats_server.url, expected)
+    assert_same_counters(summary, ref_summary)
+
+
+def test_run_needs_no_build_until_the_build_runner_lands() -> None:
+    from binloop.cli import main
+
+    assert main(["run", "--nats", "nats://127.0.0.1:1"]) == 2

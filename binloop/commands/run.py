@@ -40,15 +40,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def recovery_args(config: Config) -> list[str]:
-    """`-r/-s/-b` for `python -m bytewax.run`, initialising the store when missing."""
-    if not config.recovery_dir:
-        return []
-    init_recovery_store(Path(config.recovery_dir), config.workers * config.processes)
-    return ["-r", config.recovery_dir, "-s", str(config.snapshot_interval / 1000),
-            "-b", str(config.backup_interval / 1000)]
-
-
 def init_recovery_store(path: Path, partitions: int) -> None:
     """`python -m bytewax.recovery DIR N`, unless DIR already holds a store."""
     from bytewax.recovery import init_db_dir
@@ -81,7 +72,10 @@ def run_live(config: Config) -> Any:
         return summary
 
 
-def _run_in_process(config: Config) -> None:
+def _run_in_process(config: Config, process_id: int | None = None,
+                    addresses: list[str] | None = None) -> None:
+    """`cli_main` on flows.live with the configured epoch (= snapshot) interval and
+    recovery store; the process of a cluster when `process_id` is given."""
     from datetime import timedelta
 
     from bytewax.recovery import RecoveryConfig
@@ -91,13 +85,14 @@ def _run_in_process(config: Config) -> None:
 
     recovery = None
     if config.recovery_dir:
-        init_recovery_store(Path(config.recovery_dir), config.workers)
+        init_recovery_store(Path(config.recovery_dir), config.workers * config.processes)
         recovery = RecoveryConfig(Path(config.recovery_dir),
                                   timedelta(milliseconds=config.backup_interval))
     flow = build_flow(config)
     previous = install_stop_handlers()
     try:
-        cli_main(flow, workers_per_process=config.workers,
+        cli_main(flow, workers_per_process=config.workers, process_id=process_id,
+                 addresses=addresses,
                  epoch_interval=timedelta(milliseconds=config.snapshot_interval),
                  recovery_config=recovery)
     finally:
@@ -105,16 +100,19 @@ def _run_in_process(config: Config) -> None:
 
 
 def _run_cluster(config: Config) -> None:
-    """One `python -m bytewax.run flows.live:flow` per process; a signal is passed on
-    to all of them (each then stops its sources cleanly)."""
+    """One process per `--processes` (`python -m binloop.commands.run I ADDRESSES`,
+    configured through the environment); a signal is passed on to all of them, and
+    each then stops its sources cleanly."""
     import os
 
-    from binloop.cluster import cluster_commands
+    from binloop.cluster import free_ports
 
-    extra = recovery_args(config) or ["-s", str(config.snapshot_interval / 1000)]
+    if config.recovery_dir:  # once, before the processes race to create it
+        init_recovery_store(Path(config.recovery_dir), config.workers * config.processes)
+    addresses = ";".join(f"127.0.0.1:{port}" for port in free_ports(config.processes))
     env = {**os.environ, **config.to_env()}
-    procs = [subprocess.Popen(cmd, env=env) for cmd in
-             cluster_commands("flows.live:flow", config.processes, config.workers, extra)]
+    procs = [subprocess.Popen([sys.executable, "-m", "binloop.commands.run", str(i), addresses],
+                              env=env) for i in range(config.processes)]
 
     def forward(signum: int, frame: FrameType | None) -> None:
         for proc in procs:
@@ -149,3 +147,17 @@ def _wait_all(procs: list[subprocess.Popen[bytes]]) -> int:
         if all(c == 0 for c in codes):
             return 0
         time.sleep(0.05)
+
+
+def _process_main(argv: list[str]) -> int:
+    """A process of a local cluster: `PROCESS_ID ADDRESSES`, settings from BINLOOP_*."""
+    from flows.live import configure_logging
+
+    configure_logging()
+    process_id, addresses = int(argv[0]), argv[1].split(";")
+    _run_in_process(load_config(), process_id, addresses)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_process_main(sys.argv[1:]))
