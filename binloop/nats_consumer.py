@@ -253,8 +253,10 @@ class OrderedConsumer:
         except Exception as exc:
             log.debug("consumer info: %s", exc)
             return False
-        delivered = info.delivered.stream_seq if info.delivered is not None else 0
-        return info.num_pending == 0 and (delivered or 0) <= self.position
+        # Everything the server delivered has reached us (its consumer sequence; its
+        # stream sequence moves past messages the filter skipped).
+        delivered = info.delivered.consumer_seq if info.delivered is not None else 0
+        return info.num_pending == 0 and (delivered or 0) == self._next_dseq - 1
 
     async def close(self) -> None:
         await self._drop()

@@ -1,4 +1,5 @@
-"""Poison on the telemetry stream: dead-lettered once with a reason, never blocking."""
+"""Poison on the telemetry stream (dead-lettered once with a reason, never blocking),
+and telemetry stored before binloop partitioned the stream."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from binloop.commands.run import run_live
 from binloop.jetstream import connect
 from binloop.nats_server import NatsServer
+from binloop.publish import messages
 from binloop.subjects import BATCH_HEADER, telemetry_subject
-from tests.nats_fixtures import live_config, publish, telemetry
+from tests.nats_fixtures import live_config, publish, stream_messages, telemetry
 from tests.test_live_nats import assert_same_events, events_in, reference
 
 pytestmark = pytest.mark.slow
@@ -69,3 +71,37 @@ def test_poison_messages_are_dead_lettered_once(nats_server: NatsServer,
     assert summary.valid == ref_summary.valid == len(valid)
     assert summary.invalid == 6
     assert summary.records_read == len(valid) + 6
+
+
+async def _unpartitioned_stream(url: str, lines: list[bytes]) -> None:
+    """An existing deployment's stream: no subject transform, records already stored."""
+    nc = await connect(url, "legacy", 10)
+    js = nc.jetstream(timeout=10)
+    try:
+        await js.add_stream(name="TELEMETRY", subjects=["telemetry.>"])
+        for msg in messages(lines):
+            await js.publish(msg.subject, msg.payload, headers=msg.headers)
+        info = await js.stream_info("TELEMETRY")
+        assert info.config.subject_transform is None
+    finally:
+        await nc.close()
+
+
+def test_an_existing_unpartitioned_stream_is_read_whole_then_partitioned(
+        nats_server: NatsServer, tmp_path: Path) -> None:
+    """A deployment's stream without binloop's transform: the job adds it; what was
+    stored before is read by partition 0, what comes after is partitioned."""
+    lines = telemetry(3000, seed=21)
+    asyncio.run(_unpartitioned_stream(nats_server.url, lines[:1000]))
+    config = live_config(nats_server.url, tmp_path, recovery_dir=tmp_path / "recovery")
+    first = run_live(config)
+    publish(nats_server.url, lines[1000:])
+    summary = run_live(config)
+    expected, ref_summary = reference(config, lines, tmp_path)
+    assert first.records_read == 1000
+    assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
+    assert summary.records_read == ref_summary.records_read == len(lines)
+    assert summary.counted == ref_summary.counted
+    subjects = {subject.split(".")[0] for subject, _, _ in
+                stream_messages(nats_server.url, "TELEMETRY")}
+    assert subjects == {"telemetry", "telemetry_p"}
