@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "binloop.commands.run",
     "binloop.commands.publish",
     "binloop.commands.nats_server",
+    "binloop.commands.bench",
 )
 
 

@@ -268,8 +268,9 @@ class Config:
                                    metavar="DUR")
     build: bool = setting(True, "run the BIN build pipeline on each event (--no-build: "
                           "detect only)", groups=("run",), parse=parse_bool)
-    source_poll: int = setting(5, "longest a source partition waits for a message before "
-                               "yielding to the dataflow", groups=RUN, parse=parse_duration_ms,
+    source_poll: int = setting(5, "a quiet source partition is polled again after a pause "
+                               "that doubles up to this (the most a message waits when the "
+                               "stream is quiet)", groups=RUN, parse=parse_duration_ms,
                                show=_show_duration, metavar="DUR")
 
     def detection(self) -> DetectionParams:

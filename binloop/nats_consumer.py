@@ -178,7 +178,8 @@ class OrderedConsumer:
                 first = await asyncio.wait_for(queue.get(), wait_s)
             except asyncio.TimeoutError:
                 return out
-            if not await self._take(first, out):
+            if not await self._take_any(first, out):
+                await self._drop()
                 return out
         deadline = time.monotonic() + max_s
         while len(out.items) < budget:
@@ -186,21 +187,30 @@ class OrderedConsumer:
                 await _let_client_read()
                 if queue.empty() or time.monotonic() > deadline:
                     break
-            if not await self._take(queue.get_nowait(), out):
+            msg = queue.get_nowait()
+            # The hot path stays synchronous; control messages need the network.
+            ok = self._take(msg, out) if msg.data else await self._take_any(msg, out)
+            if not ok:
+                await self._drop()
                 break
+        if out.messages:
+            self._last_activity = time.monotonic()
         return out
 
-    async def _take(self, msg: Msg, out: Delivery) -> bool:
-        """Add one message to `out`; False when the consumer had to be reset."""
+    async def _take_any(self, msg: Msg, out: Delivery) -> bool:
+        """A data or control message; False when the consumer must be reset."""
         self._last_activity = time.monotonic()
         headers = msg.headers
         if headers is not None and _STATUS in headers and not msg.data:
             return await self._control(msg, headers)
+        return self._take(msg, out)
+
+    def _take(self, msg: Msg, out: Delivery) -> bool:
+        """Add one data message to `out`; False on a gap (the consumer must be reset)."""
         sseq, dseq, pending = ack_sequences(msg.reply)
         if dseq != self._next_dseq:
             log.info("%s: consumer sequence gap (%d, expected %d); resuming after %d",
                      self.source, dseq, self._next_dseq, self.position)
-            await self._drop()
             return False
         self._next_dseq = dseq + 1
         if sseq <= self.position:
@@ -210,6 +220,7 @@ class OrderedConsumer:
         out.messages += 1
         out.first_seq = out.first_seq or sseq
         out.last_seq = sseq
+        headers = msg.headers
         batch = headers.get(BATCH_HEADER) if headers is not None else None
         if batch is None:
             out.items.append(msg.data)
@@ -229,7 +240,6 @@ class OrderedConsumer:
         if status != "100":
             log.info("%s: consumer status %s %s; recreating it", self.source, status,
                      headers.get("Description", ""))
-            await self._drop()
             return False
         if msg.reply:  # flow control request: everything before it has been taken
             await self.nc.publish(msg.reply, b"")
@@ -240,7 +250,6 @@ class OrderedConsumer:
         if last is not None and int(last) != self._next_dseq - 1:
             log.info("%s: heartbeat reports consumer seq %s, we have %d; resuming after %d",
                      self.source, last, self._next_dseq - 1, self.position)
-            await self._drop()
             return False
         return True
 

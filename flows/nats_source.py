@@ -103,6 +103,7 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
             settings.heartbeat_s)
         self._idle = _IdleClock(min(1.0, (settings.until_idle_s or 1.0) / 4))
         self._awake: datetime | None = None
+        self._quiet_s = 0.0
 
     def _start_seq(self, settings: NatsSourceSettings) -> int:
         if settings.start != "new":
@@ -114,8 +115,7 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
     def next_batch(self) -> list[SourceItem]:
         if stop_requested.is_set():
             raise StopIteration
-        delivery = self._link.run(self._consumer.poll(self._settings.batch_size,
-                                                      self._settings.poll_s))
+        delivery = self._link.run(self._consumer.poll(self._settings.batch_size, 0.0))
         out: list[SourceItem] = list(delivery.rejects)
         if delivery.items:
             out.append(RawChunk(self._name, self._chunk_seq,
@@ -125,10 +125,16 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
         self._awake = None
         if delivery.messages:
             self._idle.since = time.monotonic()
+            self._quiet_s = 0.0
         elif not self._consumer.active:
             self._awake = datetime.now(timezone.utc) + timedelta(seconds=0.1)
         elif self._settings.until_idle_s is not None and self._idle_long_enough():
             raise StopIteration
+        else:
+            # Never block the worker: a quiet partition is polled again after a pause
+            # that doubles up to `poll_s` (the most a message waits in a quiet stream).
+            self._quiet_s = min(self._settings.poll_s, max(0.0005, 2 * self._quiet_s))
+            self._awake = datetime.now(timezone.utc) + timedelta(seconds=self._quiet_s)
         return out
 
     def _idle_long_enough(self) -> bool:

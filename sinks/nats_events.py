@@ -4,11 +4,13 @@ Each event goes to `bin.events.{tool}.{failure_mode}` (see `binloop.subjects`) w
 the header `Nats-Msg-Id = event_id`.
 
 Delivery guarantee: exactly-once in the stream. Every write waits for the stream's
-acknowledgement, retrying while NATS is unreachable (so the dataflow does not snapshot
-past an event that is not stored). An event replayed after a recovery is dropped by
-the server's duplicate window (`Nats-Msg-Id`), and, beyond that window, by comparing
-it with the last event stored on its subject. A worker writes its own events (each
-key's events come from one worker), so per-key order is kept.
+acknowledgements (a batch's events are pipelined), retrying while NATS is unreachable,
+so the dataflow does not snapshot past an event that is not stored. An event replayed
+after a recovery is dropped by the server's duplicate window (`Nats-Msg-Id`, 24 h by
+default) and, for the first `replay_guard_s` after a start (when a resumed job replays
+what followed its snapshot, however long ago that was), by comparing it with the last
+event stored on its subject. A worker writes its own events (each key's events come
+from one worker), so per-key order is kept.
 """
 
 from __future__ import annotations
@@ -44,20 +46,34 @@ class NatsEventSettings:
     manage_stream: bool = True
     # How long a write keeps retrying once the job is asked to stop.
     give_up_after_stop_s: float = 10.0
+    # For this long after the start (when a resumed job replays the events since its
+    # snapshot), each event is first compared with the last one on its subject.
+    replay_guard_s: float = 120.0
 
 
-async def publish_event(link: Link, settings: NatsEventSettings, event: BINEvent) -> bool:
-    """Store one event unless its subject's last event is the same one; True if sent."""
+async def already_stored(link: Link, settings: NatsEventSettings, event: BINEvent) -> bool:
+    """Whether the last event stored on the event's subject is this very event."""
     subject = event_subject(settings.prefix, event["tool"], event["failure_mode"])
     try:
         last = await link.js.get_last_msg(settings.stream.name, subject)
-        if last.headers and last.headers.get(MSG_ID_HEADER) == event["event_id"]:
-            return False
     except NotFoundError:
-        pass
-    ack = await link.js.publish(subject, dumps_event(event), timeout=2.0,
-                                headers={MSG_ID_HEADER: event["event_id"]})
-    return not ack.duplicate
+        return False
+    return (last.headers or {}).get(MSG_ID_HEADER) == event["event_id"]
+
+
+async def publish_events(link: Link, settings: NatsEventSettings, events: list[BINEvent],
+                         check_stored: bool) -> int:
+    """Store `events` (pipelined, in order) and wait for every acknowledgement;
+    returns how many were new. With `check_stored`, events whose subject already ends
+    with them are skipped (a replay beyond the duplicate window)."""
+    if check_stored:
+        stored = await asyncio.gather(*(already_stored(link, settings, e) for e in events))
+        events = [e for e, done in zip(events, stored, strict=True) if not done]
+    acks = [await link.js.publish_async(
+                event_subject(settings.prefix, e["tool"], e["failure_mode"]), dumps_event(e),
+                headers={MSG_ID_HEADER: e["event_id"]}) for e in events]
+    results = await asyncio.wait_for(asyncio.gather(*acks), timeout=5.0)
+    return sum(1 for ack in results if not ack.duplicate)
 
 
 class _EventPartition(StatelessSinkPartition[BINEvent]):
@@ -66,25 +82,27 @@ class _EventPartition(StatelessSinkPartition[BINEvent]):
         self._stopping = stopping
         self._link = acquire_link(settings.url, "binloop-events", settings.connect_timeout_s)
         self._link.run(ensure_stream(self._link.js, settings.stream, settings.manage_stream))
+        self._check_until = time.monotonic() + settings.replay_guard_s
         self.published = 0
 
     @override
     def write_batch(self, items: list[BINEvent]) -> None:
-        for event in items:
-            self._link.run(self._store(event))
+        self._link.run(self._store(items))
 
-    async def _store(self, event: BINEvent) -> None:
-        gave_up_at: float | None = None
+    async def _store(self, events: list[BINEvent]) -> None:
+        give_up_at: float | None = None
         while True:
             try:
-                self.published += await publish_event(self._link, self._settings, event)
+                check = time.monotonic() < self._check_until
+                self.published += await publish_events(self._link, self._settings, events,
+                                                       check)
                 return
             except Exception as exc:  # timeouts, no responders, connection closed...
-                log.info("event %s not stored yet (%s); retrying", event["event_id"][:12], exc)
+                log.info("%d event(s) not stored yet (%s); retrying", len(events), exc)
             if self._stopping is not None and self._stopping.is_set():
-                gave_up_at = gave_up_at or time.monotonic() + self._settings.give_up_after_stop_s
-                if time.monotonic() > gave_up_at:
-                    raise EventNotStored(f"event {event['event_id']} not stored: NATS is "
+                give_up_at = give_up_at or time.monotonic() + self._settings.give_up_after_stop_s
+                if time.monotonic() > give_up_at:
+                    raise EventNotStored(f"{len(events)} event(s) not stored: NATS is "
                                          "unreachable and the job is stopping")
             await asyncio.sleep(0.25)
 
