@@ -36,6 +36,10 @@ def detect(config: Config) -> Any:
         from binloop.reference import run_reference
 
         return run_reference(config)
+    if config.engine == "polars":
+        from binloop.polars_engine import run_polars
+
+        return run_polars(config)
     return run_bytewax(config)
 
 

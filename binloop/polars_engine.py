@@ -1,0 +1,390 @@
+"""The polars engine: FRICTION-DETECT over a whole replay at once, vectorised.
+
+It gives exactly what `binloop.detection` (the executable spec) gives for the same records
+in the same order: the same BINEvents (content and order), the same late records and
+counters. It is for replays and sweeps: load a file once (`load_records`), then
+`detect_frame` it under many parameter sets.
+
+How it works, per key `(tool, failure_mode cut to mode_level)`:
+
+* The detector's clock (newest ts of all counted records) decides lateness and when idle
+  windows are swept away; `binloop.polars_clock` computes it for the whole stream.
+* A key is *regular* when its counted records arrive in non-decreasing ts order with
+  distinct ids (or `dedup_max` is 0). Then nothing of it is late or a duplicate, the
+  newest ts before a record is its predecessor's, and every window is a column expression:
+  `global` a running count; `session` a new slice per `(key, session)` where
+  `ts - previous ts of that (key, session) > session_gap` (for a regular key the key's
+  newest ts is the record's own); `sliding:d` the records of the key so far with
+  `ts > t - d` (a sorted search per key). A sweep that dropped the key's window between two
+  of its records starts a new *life* of the key, whose windows start empty.
+  The key fires at its first record whose count reaches θ; evidence is the window's last
+  `evidence_max` records in arrival order.
+* Every other key is *irregular* (out-of-order ts, repeated ids: rare in real telemetry).
+  Its counted records go, in arrival order, through `binloop.detection.Detector` itself,
+  one detector for all irregular keys, with the clock set before each record to what it
+  was in a detector of the whole stream (a clock record of a key no record can have, at
+  each sweep that matters), so idle-state eviction happens exactly as there. The
+  semantics thus stay written in one place.
+* Replays never re-arm: each key fires at most once, with `arm_epoch` 0.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import polars as pl
+
+from binloop.config import Config
+from binloop.detection import DetectionParams, Detector, DetectorStats
+from binloop.events import BINEvent, event_id
+from binloop.inputs import STDIN, input_size, list_input_files
+from binloop.outputs import Outputs
+from binloop.polars_clock import Sweeps, beyond_lateness, sweeps
+from binloop.polars_load import (
+    LoadedRecords,
+    load_file,
+    load_records,
+    record_of,
+    records_frame,
+)
+from binloop.schema import SessionId, ToolInvocation
+from binloop.summary import Progress, RunSummary
+
+__all__ = ["Detection", "detect_frame", "detect_rows", "load_records", "records_frame",
+           "run_polars"]
+
+# Above this, ts arithmetic in float64 (the sweep schedule) is no longer exact: such a
+# stream goes through the detector whole.
+MAX_VECTOR_TS: Final = 1 << 53
+# The clock records of irregular keys: a tool name no valid record can have.
+_CLOCK_TOOL: Final = ""
+
+
+@dataclass
+class Detection:
+    """What detection made of a frame: events in firing order, the frame rows of late
+    records in arrival order, and the detector's counters."""
+
+    events: list[BINEvent]
+    late_rows: list[int]
+    stats: DetectorStats = field(default_factory=DetectorStats)
+
+
+def detect_frame(records: pl.DataFrame | LoadedRecords,
+                 params: DetectionParams) -> list[BINEvent]:
+    """The BINEvents of a frame of valid records in arrival order (see `load_records`)."""
+    return detect_rows(records, params).events
+
+
+def detect_rows(records: pl.DataFrame | LoadedRecords, params: DetectionParams) -> Detection:
+    """Events, late rows and counters of a frame of valid records in arrival order."""
+    frame = records.frame if isinstance(records, LoadedRecords) else records
+    counted = _counted(frame, params)
+    if counted.is_empty():
+        return Detection([], [])
+    if int(counted["ts"].max()) >= MAX_VECTOR_TS:  # type: ignore[arg-type]
+        # The whole stream through one detector: its own clock is the stream's.
+        whole = _detect_irregular(counted.with_columns(regular=pl.lit(False)), params, None)
+        return _finish(frame, [whole], whole.clock_lateness)
+    counted = counted.with_columns(pl.col("ts").cast(pl.Int64))
+    ts = counted["ts"].to_numpy()
+    late_clock = beyond_lateness(ts, params)
+    counted = _classify(counted, params)
+    irregular = not bool(counted["regular"].all())
+    schedule = sweeps(ts, params) if (irregular or late_clock) else None
+    parts = [_regular_windows(counted, params, schedule),
+             _detect_irregular(counted, params, schedule)]
+    return _finish(frame, parts, late_clock)
+
+
+def _finish(frame: pl.DataFrame, parts: list[_Fired], late_clock: int) -> Detection:
+    """Merge the parts: events in firing order with their evidence records."""
+    stats = DetectorStats()
+    for part in parts:
+        stats.add(part.stats)
+    stats.beyond_lateness = late_clock
+    fired = sorted((fire for part in parts for fire in part.fired), key=lambda f: f[0])
+    events = [event for _, event in fired]
+    _resolve_evidence(frame, events)
+    late_rows = sorted(row for part in parts for row in part.late_rows)
+    return Detection(events, late_rows, stats)
+
+
+def _resolve_evidence(frame: pl.DataFrame, events: list[BINEvent]) -> None:
+    """Replace the evidence placeholders (`{"_row": n}`) by the records of those rows."""
+    wanted = sorted({ev["_row"] for event in events  # type: ignore[typeddict-item]
+                     for ev in event["evidence"]})
+    if not wanted:
+        return
+    picked = frame.select("record", "failure_mode")[wanted]
+    by_row = {row: record_of(text, mode) for row, text, mode in
+              zip(wanted, picked["record"].to_list(), picked["failure_mode"].to_list(),
+                  strict=True)}
+    for event in events:
+        event["evidence"] = [by_row[ev["_row"]]  # type: ignore[typeddict-item]
+                             for ev in event["evidence"]]
+
+
+def _counted(frame: pl.DataFrame, params: DetectionParams) -> pl.DataFrame:
+    """The counted records: frame `row`, order among them `seq`, key `mode` and `kid`."""
+    mode = pl.col("failure_mode")
+    if params.mode_level is not None:
+        mode = mode.str.split(".").list.head(params.mode_level).list.join(".")
+    return (frame.select("ts", "id", "session_id", "session_int", "tool", "failure_mode",
+                         "outcome")
+            .with_row_index("row")
+            .filter(pl.col("outcome").is_in(sorted(params.count_outcomes))
+                    & pl.col("failure_mode").is_not_null())
+            .with_row_index("seq")
+            .with_columns(mode=mode)
+            .with_columns(kid=pl.struct("tool", "mode").rank("dense")))
+
+
+def _classify(counted: pl.DataFrame, params: DetectionParams) -> pl.DataFrame:
+    """Mark the keys whose records are in ts order with distinct ids (`regular`)."""
+    prev_ts = pl.col("ts").shift(1).over("kid")
+    in_order = (prev_ts.is_null() | (pl.col("ts") >= prev_ts)).all().over("kid")
+    if params.dedup_max > 0:
+        in_order = in_order & ~pl.col("id").is_duplicated().any().over("kid")
+    return counted.with_columns(regular=in_order)
+
+
+# --- regular keys: column expressions -----------------------------------------------
+
+
+@dataclass
+class _Fired:
+    """Events of a part of the keys with their counted position; late rows; counters."""
+
+    fired: list[tuple[int, BINEvent]]
+    late_rows: list[int] = field(default_factory=list)
+    stats: DetectorStats = field(default_factory=DetectorStats)
+    clock_lateness: int = 0
+
+
+def _regular_windows(counted: pl.DataFrame, params: DetectionParams,
+                     schedule: Sweeps | None) -> _Fired:
+    rows = counted.filter(pl.col("regular"))
+    if rows.is_empty():
+        return _Fired([])
+    rows = _lives(rows, schedule)
+    rows = _window_counts(rows, params)
+    theta = params.theta
+    reached = pl.col("count") >= theta
+    rows = rows.with_columns(fire_seq=pl.when(reached).then(pl.col("seq")).min().over("kid"))
+    fires = rows.filter(pl.col("seq") == pl.col("fire_seq"))
+    disarmed = rows.filter(pl.col("seq") > pl.col("fire_seq")).height
+    stats = DetectorStats(counted=rows.height - disarmed, disarmed=disarmed, fired=fires.height)
+    return _Fired(list(_regular_events(rows, fires, params)), [], stats)
+
+
+def _lives(rows: pl.DataFrame, schedule: Sweeps | None) -> pl.DataFrame:
+    """`life`: how many times a sweep dropped the key's window before each record."""
+    if schedule is None:
+        return rows.with_columns(life=pl.lit(0, dtype=pl.UInt32))
+    last = schedule.last_at(rows["seq"].cast(pl.Int64).to_numpy())
+    swept = rows.with_columns(sweep_seq=pl.Series(schedule.positions[last]),
+                              sweep_cut=pl.Series(schedule.cutoffs[last]))
+    # The key's window holds its previous record, whose ts is the window's newest ts.
+    dropped = ((pl.col("sweep_seq") > pl.col("seq").shift(1).over("kid"))
+               & (pl.col("sweep_cut") > pl.col("ts").shift(1).over("kid"))).fill_null(False)
+    return swept.with_columns(life=dropped.cast(pl.UInt32).cum_sum().over("kid"))
+
+
+def _window_counts(rows: pl.DataFrame, params: DetectionParams) -> pl.DataFrame:
+    """`gid` (the counting window of each record), `idx` (its place there), `count`."""
+    kind = params.window.kind
+    if kind == "session":
+        slice_of = ["kid", "life", "session_int", "session_id"]
+        prev_ts = pl.col("ts").shift(1).over(slice_of)
+        restart = prev_ts.is_null() | (pl.col("ts") - prev_ts > params.session_gap_ms)
+        rows = rows.with_columns(slice=restart.cast(pl.UInt32).cum_sum().over(slice_of))
+        group = [*slice_of, "slice"]
+    else:
+        group = ["kid", "life"]
+    rows = rows.with_columns(gid=pl.struct(group).rank("dense"))
+    rows = rows.with_columns(idx=pl.int_range(pl.len(), dtype=pl.Int64).over("gid"))
+    count = pl.col("idx") + 1
+    if kind == "sliding":
+        before = pl.col("ts").search_sorted(pl.col("ts") - params.window.size_ms, side="right")
+        count = count - before.over("gid").cast(pl.Int64)
+    return rows.with_columns(count=count)
+
+
+def _regular_events(rows: pl.DataFrame, fires: pl.DataFrame,
+                    params: DetectionParams) -> Iterator[tuple[int, BINEvent]]:
+    """Each fire with its window's first ts and evidence rows (arrival order)."""
+    if fires.is_empty():
+        return
+    window = fires.select("gid", fire_idx="idx", fire_count="count", fire_seq="seq")
+    members = rows.select("gid", "idx", "row", "ts").join(window, on="gid")
+    in_window = pl.col("idx") > pl.col("fire_idx") - pl.col("fire_count")
+    first = members.filter(pl.col("idx") == pl.col("fire_idx") - pl.col("fire_count") + 1)
+    evidence = (members.filter(in_window & (pl.col("idx") <= pl.col("fire_idx"))
+                               & (pl.col("idx") > pl.col("fire_idx") - params.evidence_max))
+                .sort("idx").group_by("fire_seq").agg(pl.col("row")))
+    table = (fires.join(first.select("fire_seq", first_ts="ts"), left_on="seq",
+                        right_on="fire_seq")
+             .join(evidence.rename({"row": "evidence_rows"}), left_on="seq", right_on="fire_seq"))
+    for fire in table.iter_rows(named=True):
+        yield fire["seq"], _event(fire, params)
+
+
+def _event(fire: dict[str, Any], params: DetectionParams) -> BINEvent:
+    """A BINEvent as `Detector._event` builds it (evidence rows resolved later)."""
+    return {
+        "event_id": event_id(fire["tool"], fire["mode"], 0),
+        "tool": fire["tool"],
+        "failure_mode": fire["mode"],
+        "theta": params.theta,
+        "window": str(params.window),
+        "session_id": _session(fire["session_id"], fire["session_int"]),
+        "count": int(fire["count"]),
+        "first_ts": int(fire["first_ts"]),
+        "fired_ts": int(fire["ts"]),
+        "arm_epoch": 0,
+        "evidence": [{"_row": row} for row in fire["evidence_rows"]],  # type: ignore[typeddict-unknown-key]
+        "config": params.describe(),
+    }
+
+
+def _session(text: str, is_int: bool) -> SessionId:
+    return int(text) if is_int else text
+
+
+# --- irregular keys: the detector itself --------------------------------------------
+
+
+def _detect_irregular(counted: pl.DataFrame, params: DetectionParams,
+                      schedule: Sweeps | None) -> _Fired:
+    rows = counted.filter(~pl.col("regular"))
+    out = _Fired([])
+    if rows.is_empty():
+        return out
+    detector = Detector(params)
+    ticks = _clock_ticks(rows, schedule)
+    statuses = DetectorStats()
+    for rec, tick in zip(_light_records(rows), ticks, strict=True):
+        if tick is not None:
+            detector.observe(_clock_record(tick))
+        seen = detector.observe(rec)
+        _tally(statuses, seen.status)
+        if seen.event is not None:
+            out.fired.append((rec["_seq"], seen.event))  # type: ignore[typeddict-item]
+        elif seen.status == "late":
+            out.late_rows.append(rec["_row"])  # type: ignore[typeddict-item]
+    out.stats = statuses
+    out.clock_lateness = detector.stats.beyond_lateness
+    return out
+
+
+def _clock_ticks(rows: pl.DataFrame, schedule: Sweeps | None) -> list[int | None]:
+    """Before each irregular record: the clock of the whole stream's last sweep, when it
+    is one this detector has not seen yet (else None)."""
+    if schedule is None:
+        return [None] * rows.height
+    last = schedule.last_at(rows["seq"].cast(pl.Int64).to_numpy())
+    fresh = np.ones(last.size, dtype=bool)
+    fresh[1:] = last[1:] != last[:-1]
+    clocks = schedule.clocks[last]
+    return [int(c) if f else None for c, f in zip(clocks.tolist(), fresh.tolist(), strict=True)]
+
+
+def _clock_record(ts: int) -> ToolInvocation:
+    return {"id": "", "session_id": 0, "ts": ts, "tool": _CLOCK_TOOL, "args": {},
+            "outcome": "failure", "failure_mode": "CLOCK"}
+
+
+def _light_records(rows: pl.DataFrame) -> Iterator[ToolInvocation]:
+    """The fields the detector reads, plus the frame row and counted position."""
+    for row in rows.select("id", "session_id", "session_int", "ts", "tool", "failure_mode",
+                           "outcome", "row", "seq").iter_rows():
+        rid, sid, sid_int, ts, tool, mode, outcome, frame_row, seq = row
+        yield {"id": rid, "session_id": _session(sid, sid_int), "ts": int(ts), "tool": tool,
+               "failure_mode": mode, "outcome": outcome, "_row": frame_row,  # type: ignore[typeddict-unknown-key]
+               "_seq": seq}
+
+
+_STATUS_FIELD: Final = {"counted": "counted", "duplicate": "duplicates", "late": "late",
+                        "disarmed": "disarmed"}
+
+
+def _tally(stats: DetectorStats, status: str) -> None:
+    if status == "fired":
+        stats.fired += 1
+        stats.counted += 1
+    else:
+        name = _STATUS_FIELD[status]
+        setattr(stats, name, getattr(stats, name) + 1)
+
+
+# --- a replay, as `binloop detect --engine polars` ----------------------------------
+
+
+def run_polars(config: Config) -> RunSummary:
+    """Replay `config.input`: the reference engine's outputs and counters, faster."""
+    if not config.input:
+        raise ValueError("the polars engine needs an input path (or - for stdin)")
+    started = time.perf_counter()
+    params, limits = config.detection(), config.record_limits()
+    progress = Progress(input_size(config.input), config.progress)
+    files, done_bytes = [], 0
+    for name in list_input_files(config.input):
+        files.append(load_file(name, limits))
+        done_bytes += _size(name)
+        progress.update(done_bytes, sum(f.frame.height + len(f.dead) for f in files))
+    frame = pl.concat([f.frame for f in files]) if files else records_frame([])
+    detection = detect_rows(frame, params)
+    outputs = Outputs(config)
+    try:
+        outputs.events(detection.events)
+        _write_rejects(outputs, files, frame, detection.late_rows, config)
+    finally:
+        outputs.close()
+    summary = RunSummary(records_read=frame.height + sum(len(f.dead) for f in files),
+                         valid=frame.height, invalid=sum(len(f.dead) for f in files))
+    summary.add_detector(detection.stats)
+    summary.elapsed_s = time.perf_counter() - started
+    return summary
+
+
+def _size(name: str) -> int:
+    return 0 if name == STDIN else Path(name).stat().st_size
+
+
+def _write_rejects(outputs: Outputs, files: list[LoadedRecords], frame: pl.DataFrame,
+                   late_rows: list[int], config: Config) -> None:
+    """Dead letters and late records in the order the reference engine writes them: chunk
+    by chunk (`batch_size` lines of one file), a chunk's dead letters before its lates."""
+    file_of = np.cumsum([f.frame.height for f in files])
+    late = [(int(np.searchsorted(file_of, row, side="right")), row) for row in late_rows]
+    late_records = {row: _late_record(frame, row) for _, row in late}
+    if config.late_out:
+        outputs.dead(letter for f in files for letter in f.dead)
+        outputs.late(late_records[row] for _, row in late)
+        return
+    order: list[tuple[int, int, int, int, Any]] = []
+    for index, part in enumerate(files):
+        for letter in part.dead:
+            line = int(letter.position)
+            order.append((index, (line - 1) // config.batch_size, 0, line, letter))
+    lines = frame["line"]
+    for index, row in late:
+        line = int(lines[row])
+        order.append((index, (line - 1) // config.batch_size, 1, line, late_records[row]))
+    order.sort(key=lambda entry: entry[:4])
+    for entry in order:
+        if entry[2] == 0:
+            outputs.dead([entry[4]])
+        else:
+            outputs.late([entry[4]])
+
+
+def _late_record(frame: pl.DataFrame, row: int) -> ToolInvocation:
+    picked = frame.select("record", "failure_mode").row(row)
+    return record_of(picked[0], picked[1])
