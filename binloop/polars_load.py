@@ -159,7 +159,7 @@ def _load_block(lines: list[bytes], first_line: int, source: str,
         & pl.col("text").str.starts_with("{") & pl.col("text").str.ends_with("}")
         & ~pl.col("text").str.contains(_UNSAFE_ESCAPE))
     proven = _prove(lines, candidates, limits, first_line)
-    unsettled = block.filter((pl.col("size") > 0) & ~pl.col("row").is_in(proven["row"]))
+    unsettled = block.filter((pl.col("size") > 0) & ~pl.col("row").is_in(proven["row"].implode()))
     slow = _slow_path(lines, unsettled["row"].to_list(), first_line, source,  # type: ignore[arg-type]
                       limits)
     frame = proven if slow.frame.is_empty() else pl.concat([proven, slow.frame]).sort("row")
@@ -170,7 +170,8 @@ def _load_block(lines: list[bytes], first_line: int, source: str,
 def _utf8(lines: list[bytes], raw: pl.Series) -> pl.Series:
     """The lines as text, null where a line is not UTF-8 (the slow path rejects those)."""
     try:
-        return raw.cast(pl.String)
+        text: pl.Series = raw.cast(pl.String)
+        return text
     except pl.exceptions.ComputeError:
         return pl.Series([_decoded(line) for line in lines], dtype=pl.String)
 

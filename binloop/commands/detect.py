@@ -46,7 +46,6 @@ def detect(config: Config) -> Any:
 def run_bytewax(config: Config) -> Any:
     """Run flows.detect in this process (1 process) or as a local cluster."""
     from binloop.cluster import run_cluster
-    from binloop.summary import RunSummary
 
     with tempfile.TemporaryDirectory(prefix="binloop-") as tmp:
         summary_path = Path(tmp) / "summary.json"
