@@ -52,6 +52,13 @@ from binloop.polars_load import (
     record_of,
     records_frame,
 )
+from binloop.polars_windows import (
+    classify,
+    evidence_table,
+    fire_rows,
+    lives,
+    window_counts,
+)
 from binloop.schema import SessionId, ToolInvocation
 from binloop.summary import Progress, RunSummary
 
@@ -94,7 +101,7 @@ def detect_rows(records: pl.DataFrame | LoadedRecords, params: DetectionParams) 
     counted = counted.with_columns(pl.col("ts").cast(pl.Int64))
     ts = counted["ts"].to_numpy()
     late_clock = beyond_lateness(ts, params)
-    counted = _classify(counted, params)
+    counted = classify(counted, params)
     irregular = not bool(counted["regular"].all())
     schedule = sweeps(ts, params) if (irregular or late_clock) else None
     parts = [_regular_windows(counted, params, schedule),
@@ -145,15 +152,6 @@ def _counted(frame: pl.DataFrame, params: DetectionParams) -> pl.DataFrame:
             .with_columns(kid=pl.struct("tool", "mode").rank("dense")))
 
 
-def _classify(counted: pl.DataFrame, params: DetectionParams) -> pl.DataFrame:
-    """Mark the keys whose records are in ts order with distinct ids (`regular`)."""
-    prev_ts = pl.col("ts").shift(1).over("kid")
-    in_order = (prev_ts.is_null() | (pl.col("ts") >= prev_ts)).all().over("kid")
-    if params.dedup_max > 0:
-        in_order = in_order & ~pl.col("id").is_duplicated().any().over("kid")
-    return counted.with_columns(regular=in_order)
-
-
 # --- regular keys: column expressions -----------------------------------------------
 
 
@@ -172,67 +170,15 @@ def _regular_windows(counted: pl.DataFrame, params: DetectionParams,
     rows = counted.filter(pl.col("regular"))
     if rows.is_empty():
         return _Fired([])
-    rows = _lives(rows, schedule)
-    rows = _window_counts(rows, params)
-    theta = params.theta
-    reached = pl.col("count") >= theta
-    rows = rows.with_columns(fire_seq=pl.when(reached).then(pl.col("seq")).min().over("kid"))
+    rows = fire_rows(window_counts(lives(rows, schedule), params), params.theta)
     fires = rows.filter(pl.col("seq") == pl.col("fire_seq"))
     disarmed = rows.filter(pl.col("seq") > pl.col("fire_seq")).height
     stats = DetectorStats(counted=rows.height - disarmed, disarmed=disarmed, fired=fires.height)
-    return _Fired(list(_regular_events(rows, fires, params)), [], stats)
-
-
-def _lives(rows: pl.DataFrame, schedule: Sweeps | None) -> pl.DataFrame:
-    """`life`: how many times a sweep dropped the key's window before each record."""
-    if schedule is None:
-        return rows.with_columns(life=pl.lit(0, dtype=pl.UInt32))
-    last = schedule.last_at(rows["seq"].cast(pl.Int64).to_numpy())
-    swept = rows.with_columns(sweep_seq=pl.Series(schedule.positions[last]),
-                              sweep_cut=pl.Series(schedule.cutoffs[last]))
-    # The key's window holds its previous record, whose ts is the window's newest ts.
-    dropped = ((pl.col("sweep_seq") > pl.col("seq").shift(1).over("kid"))
-               & (pl.col("sweep_cut") > pl.col("ts").shift(1).over("kid"))).fill_null(False)
-    return swept.with_columns(life=dropped.cast(pl.UInt32).cum_sum().over("kid"))
-
-
-def _window_counts(rows: pl.DataFrame, params: DetectionParams) -> pl.DataFrame:
-    """`gid` (the counting window of each record), `idx` (its place there), `count`."""
-    kind = params.window.kind
-    if kind == "session":
-        slice_of = ["kid", "life", "session_int", "session_id"]
-        prev_ts = pl.col("ts").shift(1).over(slice_of)
-        restart = prev_ts.is_null() | (pl.col("ts") - prev_ts > params.session_gap_ms)
-        rows = rows.with_columns(slice=restart.cast(pl.UInt32).cum_sum().over(slice_of))
-        group = [*slice_of, "slice"]
-    else:
-        group = ["kid", "life"]
-    rows = rows.with_columns(gid=pl.struct(group).rank("dense"))
-    rows = rows.with_columns(idx=pl.int_range(pl.len(), dtype=pl.Int64).over("gid"))
-    count = pl.col("idx") + 1
-    if kind == "sliding":
-        before = pl.col("ts").search_sorted(pl.col("ts") - params.window.size_ms, side="right")
-        count = count - before.over("gid").cast(pl.Int64)
-    return rows.with_columns(count=count)
-
-
-def _regular_events(rows: pl.DataFrame, fires: pl.DataFrame,
-                    params: DetectionParams) -> Iterator[tuple[int, BINEvent]]:
-    """Each fire with its window's first ts and evidence rows (arrival order)."""
     if fires.is_empty():
-        return
-    window = fires.select("gid", fire_idx="idx", fire_count="count", fire_seq="seq")
-    members = rows.select("gid", "idx", "row", "ts").join(window, on="gid")
-    in_window = pl.col("idx") > pl.col("fire_idx") - pl.col("fire_count")
-    first = members.filter(pl.col("idx") == pl.col("fire_idx") - pl.col("fire_count") + 1)
-    evidence = (members.filter(in_window & (pl.col("idx") <= pl.col("fire_idx"))
-                               & (pl.col("idx") > pl.col("fire_idx") - params.evidence_max))
-                .sort("idx").group_by("fire_seq").agg(pl.col("row")))
-    table = (fires.join(first.select("fire_seq", first_ts="ts"), left_on="seq",
-                        right_on="fire_seq")
-             .join(evidence.rename({"row": "evidence_rows"}), left_on="seq", right_on="fire_seq"))
-    for fire in table.iter_rows(named=True):
-        yield fire["seq"], _event(fire, params)
+        return _Fired([], [], stats)
+    table = evidence_table(rows, fires, params.evidence_max)
+    return _Fired([(fire["seq"], _event(fire, params)) for fire in table.iter_rows(named=True)],
+                  [], stats)
 
 
 def _event(fire: dict[str, Any], params: DetectionParams) -> BINEvent:

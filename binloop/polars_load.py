@@ -74,6 +74,7 @@ ARGS_GROWTH: Final = 5
 _FIELDS: Final = ("agent_id", "args", "duration_ms", "error", "failure_mode", "id", "outcome",
                   "session_id", "tool", "ts")
 _AFTER_ARGS: Final = _FIELDS[2:]
+_NULLABLE: Final = ("agent_id", "duration_ms", "error", "failure_mode")
 _TEXT_FIELDS: Final = ("agent_id", "error", "failure_mode", "id", "outcome", "tool")
 _UINT: Final = r"^(0|[1-9][0-9]{0,17})$"
 _INT: Final = r"^-?(0|[1-9][0-9]{0,17})$"
@@ -322,19 +323,29 @@ def _prove_style(lines: pl.DataFrame, limits: RecordLimits, spaced: bool,
         [pl.col("p_agent_id"), pl.col("p_args"), pl.col("after")], separator=sep,
         ignore_nulls=True), pl.lit("}")])
     tail = pl.concat_str([pl.lit(sep), pl.col("after"), pl.lit("}")])
-    args_len = pl.col("size") - pl.col("head").str.len_bytes() - pl.col("tail").str.len_bytes()
-    args_text = text.str.slice(pl.col("head").str.len_chars(), args_len)
-    with_args = (text.str.starts_with(pl.col("head")) & text.str.ends_with(pl.col("tail"))
-                 & (args_len >= 2) & _args_ok(args_text, args_len, limits))
-    proven = (lines.lazy()
+    args_len = (pl.col("size").cast(pl.Int64) - pl.col("head").str.len_bytes().cast(pl.Int64)
+                - pl.col("tail").str.len_bytes().cast(pl.Int64))
+    framed = (lines.lazy()
               .with_columns(session_int=~session_is_str,
                             args_object=text.str.contains(f'"args"{kv}{{', literal=True),
                             **pieces)
               .with_columns(after=after)
               .with_columns(head=head, tail=tail, whole=whole)
-              .filter(pl.when(pl.col("args_object")).then(with_args)
-                      .otherwise(text == pl.col("whole")).fill_null(False)))
-    return _typed(proven, limits, first_line).collect()  # the lines' `row` is kept
+              .with_columns(args_len=args_len)
+              .filter(pl.when(pl.col("args_object"))
+                      .then(text.str.starts_with(pl.col("head"))
+                            & text.str.ends_with(pl.col("tail"))
+                            & pl.col("args_len").is_between(2, limits.args_max_bytes))
+                      .otherwise(text == pl.col("whole")).fill_null(False))
+              .with_columns(args=pl.when(pl.col("args_object")).then(
+                  text.str.slice(pl.col("head").str.len_chars(), pl.col("args_len"))))
+              .filter(pl.col("args").is_null() | _args_object(pl.col("args")))
+              .collect())
+    # Long `args` could re-encode longer, or nest deeper than orjson allows: check those.
+    long_args = pl.col("args_object") & (pl.col("args_len") * ARGS_GROWTH > limits.args_max_bytes)
+    checked = pl.concat([framed.filter(~long_args.fill_null(False)),
+                         framed.filter(long_args & _args_stay(pl.col("args")))])
+    return _typed(checked.lazy(), limits, first_line).collect()
 
 
 def _encoded(name: str, session_is_str: pl.Expr) -> pl.Expr:
@@ -358,21 +369,26 @@ def _json_string(value: pl.Expr) -> pl.Expr:
 
 
 def _piece(name: str, kv: str, encoded: pl.Expr) -> pl.Expr:
-    """`"name": value`, `"name": null` when the line has that, else null (absent)."""
+    """`"name": value`; for a field that may be null, `"name": null` when the line has
+    that; else null (absent: a required field missing fails the checks anyway)."""
+    piece = pl.concat_str([pl.lit(f'"{name}"{kv}'), encoded])
+    if name not in _NULLABLE:
+        return piece
     written_null = f'"{name}"{kv}null'
-    return (pl.when(pl.col(f"v_{name}").is_not_null())
-            .then(pl.concat_str([pl.lit(f'"{name}"{kv}'), encoded]))
+    return (pl.when(pl.col(f"v_{name}").is_not_null()).then(piece)
             .when(pl.col("text").str.contains(written_null, literal=True))
             .then(pl.lit(written_null)))
 
 
-def _args_ok(args_text: pl.Expr, args_len: pl.Expr, limits: RecordLimits) -> pl.Expr:
-    """`args` text that is one JSON object which validation keeps as it is."""
-    small = args_len * ARGS_GROWTH <= limits.args_max_bytes
-    shallow = (args_len < 1000) | (args_text.str.count_matches(r"[\[{]") < 500)
-    return (args_text.str.starts_with("{") & args_text.str.ends_with("}")
-            & ~args_text.str.contains(_KNOWN_KEY) & (args_len <= limits.args_max_bytes)
-            & (small | ~args_text.str.contains(_GROWS)) & shallow)
+def _args_object(args: pl.Expr) -> pl.Expr:
+    """The text between the fields before and after `args` is one object (a valid line
+    whose `args` is followed by another pair would show one of our keys in it)."""
+    return args.str.starts_with("{") & args.str.ends_with("}") & ~args.str.contains(_KNOWN_KEY)
+
+
+def _args_stay(args: pl.Expr) -> pl.Expr:
+    """Long `args` that orjson re-encodes no longer and that are not deeply nested."""
+    return ~args.str.contains(_GROWS) & (args.str.count_matches(r"[\[{]") < 500)
 
 
 def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.LazyFrame:
