@@ -27,6 +27,7 @@ import io
 import sys
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -63,7 +64,8 @@ FRAME_SCHEMA: Final = {
     "outcome": pl.String,
     "record": pl.Binary,
 }
-BLOCK_LINES: Final = 1 << 17
+BLOCK_LINES: Final = 1 << 16
+LOAD_THREADS: Final = 2
 PARQUET_BATCH: Final = 1 << 16
 # A record near the future-skew bound is left to the reference check (it reads the clock).
 SKEW_MARGIN_MS: Final = 60_000
@@ -73,9 +75,6 @@ ARGS_GROWTH: Final = 5
 
 _FIELDS: Final = ("agent_id", "args", "duration_ms", "error", "failure_mode", "id", "outcome",
                   "session_id", "tool", "ts")
-_AFTER_ARGS: Final = _FIELDS[2:]
-_NULLABLE: Final = ("agent_id", "duration_ms", "error", "failure_mode")
-_TEXT_FIELDS: Final = ("agent_id", "error", "failure_mode", "id", "outcome", "tool")
 _UINT: Final = r"^(0|[1-9][0-9]{0,17})$"
 _INT: Final = r"^-?(0|[1-9][0-9]{0,17})$"
 _MODE: Final = r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$"
@@ -130,14 +129,15 @@ def load_jsonl_bytes(data: bytes, source: str,
                      limits: RecordLimits = DEFAULT_LIMITS) -> LoadedRecords:
     """JSONL content; line numbers (the dead letters' position) count from 1."""
     lines = split_lines(data)
-    frames: list[pl.DataFrame] = []
-    dead: list[DeadLetter] = []
-    blank = 0
-    for start in range(0, len(lines), BLOCK_LINES):
-        part = _load_block(lines[start:start + BLOCK_LINES], start + 1, source, limits)
-        frames.append(part.frame)
-        dead.extend(part.dead)
-        blank += part.blank
+    starts = range(0, len(lines), BLOCK_LINES)
+    # Blocks overlap on two threads: polars releases the GIL while one block is parsed.
+    with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
+        parts = list(pool.map(
+            lambda start: _load_block(lines[start:start + BLOCK_LINES], start + 1, source,
+                                      limits), starts))
+    frames = [part.frame for part in parts]
+    dead = [letter for part in parts for letter in part.dead]
+    blank = sum(part.blank for part in parts)
     return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank)
 
 
@@ -305,59 +305,74 @@ def _read_fields(lines: list[bytes], candidates: pl.DataFrame) -> pl.DataFrame |
 def _prove_style(lines: pl.DataFrame, limits: RecordLimits, spaced: bool,
                  first_line: int) -> pl.DataFrame:
     """Lines (all written with one separator style) whose text is the encoding of their
-    values; `head`/`tail` surround an `args` object, `whole` is a line without one."""
+    values: `head` + `args` object + `tail`, or `whole` for a line without an object."""
     if lines.is_empty():
         return _no_rows()
     kv, sep = (": ", ", ") if spaced else (":", ",")
     text = pl.col("text")
     session_is_str = text.str.contains(f'"session_id"{kv}"', literal=True)
-    pieces = {f"p_{name}": _piece(name, kv, _encoded(name, session_is_str))
-              for name in _FIELDS if name != "args"}
-    pieces["p_args"] = pl.when(text.str.contains(f'"args"{kv}null', literal=True)).then(
-        pl.lit(f'"args"{kv}null'))
-    after = pl.concat_str([pl.col(f"p_{name}") for name in _AFTER_ARGS], separator=sep,
-                          ignore_nulls=True)
-    head = pl.concat_str([pl.lit("{"), pl.concat_str(
-        [pl.col("p_agent_id"), pl.lit(f'"args"{kv}')], separator=sep, ignore_nulls=True)])
-    whole = pl.concat_str([pl.lit("{"), pl.concat_str(
-        [pl.col("p_agent_id"), pl.col("p_args"), pl.col("after")], separator=sep,
-        ignore_nulls=True), pl.lit("}")])
-    tail = pl.concat_str([pl.lit(sep), pl.col("after"), pl.lit("}")])
-    args_len = (pl.col("size").cast(pl.Int64) - pl.col("head").str.len_bytes().cast(pl.Int64)
-                - pl.col("tail").str.len_bytes().cast(pl.Int64))
-    framed = (lines.lazy()
-              .with_columns(session_int=~session_is_str,
-                            args_object=text.str.contains(f'"args"{kv}{{', literal=True),
-                            **pieces)
-              .with_columns(after=after)
-              .with_columns(head=head, tail=tail, whole=whole)
-              .with_columns(args_len=args_len)
-              .filter(pl.when(pl.col("args_object"))
-                      .then(text.str.starts_with(pl.col("head"))
-                            & text.str.ends_with(pl.col("tail"))
-                            & pl.col("args_len").is_between(2, limits.args_max_bytes))
-                      .otherwise(text == pl.col("whole")).fill_null(False))
-              .with_columns(args=pl.when(pl.col("args_object")).then(
-                  text.str.slice(pl.col("head").str.len_chars(), pl.col("args_len"))))
-              .filter(pl.col("args").is_null() | _args_object(pl.col("args")))
-              .collect())
-    # Long `args` could re-encode longer, or nest deeper than orjson allows: check those.
-    long_args = pl.col("args_object") & (pl.col("args_len") * ARGS_GROWTH > limits.args_max_bytes)
-    checked = pl.concat([framed.filter(~long_args.fill_null(False)),
-                         framed.filter(long_args & _args_stay(pl.col("args")))])
+    session = pl.when(session_is_str).then(_json_string(pl.col("v_session_id"))).otherwise(
+        pl.col("v_session_id"))
+    # Every field after `args`, up to the closing brace; null if a required one is missing.
+    after = pl.concat_str([
+        _optional("duration_ms", kv, sep, pl.col("v_duration_ms")),
+        _optional("error", kv, sep, _json_string(pl.col("v_error"))),
+        _optional("failure_mode", kv, sep, _quoted(pl.col("v_failure_mode"))),
+        pl.lit(f'"id"{kv}"'), pl.col("v_id"),
+        pl.lit(f'"{sep}"outcome"{kv}"'), pl.col("v_outcome"),
+        pl.lit(f'"{sep}"session_id"{kv}'), session,
+        pl.lit(f'{sep}"tool"{kv}'), _quoted(pl.col("v_tool")),
+        pl.lit(f'{sep}"ts"{kv}'), pl.col("v_ts"), pl.lit("}")])
+    agent = _optional("agent_id", kv, sep, _json_string(pl.col("v_agent_id")))
+    marked = lines.with_columns(session_int=~session_is_str,
+                                args_object=text.str.contains(f'"args"{kv}{{', literal=True))
+    with_args = _with_args(marked.filter(pl.col("args_object")), limits, kv, sep, agent, after)
+    args_null = pl.when(text.str.contains(f'"args"{kv}null', literal=True)).then(
+        pl.lit(f'"args"{kv}null{sep}')).otherwise(pl.lit(""))
+    whole = pl.concat_str([pl.lit("{"), agent, args_null, after])
+    without = (marked.lazy().filter(~pl.col("args_object"))
+               .filter((text == whole).fill_null(False)).collect())
+    checked = pl.concat([with_args, without], how="diagonal")
     return _typed(checked.lazy(), limits, first_line).collect()
 
 
-def _encoded(name: str, session_is_str: pl.Expr) -> pl.Expr:
-    value = pl.col(f"v_{name}")
-    if name in ("agent_id", "error", "tool"):
-        return _json_string(value)
-    if name == "session_id":
-        return pl.when(session_is_str).then(_json_string(value)).otherwise(value)
-    if name in _TEXT_FIELDS:
-        # id, outcome and failure_mode are valid only without characters to escape
-        return pl.concat_str([pl.lit('"'), value, pl.lit('"')])
-    return value
+def _with_args(lines: pl.DataFrame, limits: RecordLimits, kv: str, sep: str, agent: pl.Expr,
+               after: pl.Expr) -> pl.DataFrame:
+    """Lines `head` + args + `tail` whose args text is an object kept as it is."""
+    text = pl.col("text")
+    head = pl.concat_str([pl.lit("{"), agent, pl.lit(f'"args"{kv}')])
+    tail = pl.concat_str([pl.lit(sep), after])
+    args_len = (pl.col("size").cast(pl.Int64) - pl.col("head").str.len_bytes().cast(pl.Int64)
+                - pl.col("tail").str.len_bytes().cast(pl.Int64))
+    framed = (lines.lazy()
+              .with_columns(head=head, tail=tail)
+              .with_columns(args_len=args_len)
+              .filter((text.str.starts_with(pl.col("head")) & text.str.ends_with(pl.col("tail"))
+                       & pl.col("args_len").is_between(2, limits.args_max_bytes))
+                      .fill_null(False))
+              .with_columns(args=text.str.slice(pl.col("head").str.len_chars(),
+                                                pl.col("args_len")))
+              .filter(_args_object(pl.col("args")))
+              .drop("head", "tail")
+              .collect())
+    # Long `args` could re-encode longer, or nest deeper than orjson allows: check those.
+    long_args = pl.col("args_len") * ARGS_GROWTH > limits.args_max_bytes
+    return pl.concat([framed.filter(~long_args),
+                      framed.filter(long_args & _args_stay(pl.col("args")))])
+
+
+def _optional(name: str, kv: str, sep: str, encoded: pl.Expr) -> pl.Expr:
+    """`"name": value, `, or `"name": null, ` when the line has that, or "" (absent)."""
+    written_null = f'"{name}"{kv}null{sep}'
+    return (pl.when(pl.col(f"v_{name}").is_not_null())
+            .then(pl.concat_str([pl.lit(f'"{name}"{kv}'), encoded, pl.lit(sep)]))
+            .when(pl.col("text").str.contains(written_null, literal=True))
+            .then(pl.lit(written_null)).otherwise(pl.lit("")))
+
+
+def _quoted(value: pl.Expr) -> pl.Expr:
+    """A string that is only valid (or only taken here) without characters to escape."""
+    return pl.concat_str([pl.lit('"'), value, pl.lit('"')])
 
 
 def _json_string(value: pl.Expr) -> pl.Expr:
@@ -366,18 +381,6 @@ def _json_string(value: pl.Expr) -> pl.Expr:
     escaped = (value.str.replace_all("\\", "\\\\", literal=True)
                .str.replace_all('"', '\\"', literal=True))
     return pl.concat_str([pl.lit('"'), escaped, pl.lit('"')])
-
-
-def _piece(name: str, kv: str, encoded: pl.Expr) -> pl.Expr:
-    """`"name": value`; for a field that may be null, `"name": null` when the line has
-    that; else null (absent: a required field missing fails the checks anyway)."""
-    piece = pl.concat_str([pl.lit(f'"{name}"{kv}'), encoded])
-    if name not in _NULLABLE:
-        return piece
-    written_null = f'"{name}"{kv}null'
-    return (pl.when(pl.col(f"v_{name}").is_not_null()).then(piece)
-            .when(pl.col("text").str.contains(written_null, literal=True))
-            .then(pl.lit(written_null)))
 
 
 def _args_object(args: pl.Expr) -> pl.Expr:
