@@ -26,7 +26,7 @@ from binloop.config import Config
 from binloop.detection import Detector, DetectorStats
 from binloop.ingest import parse_item
 from binloop.polars_engine import detect_rows
-from binloop.polars_load import records_frame
+from binloop.polars_frame import records_frame
 from binloop.schema import InvalidRecord, ToolInvocation
 from tests.engine_runs import (
     engine_config,

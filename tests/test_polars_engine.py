@@ -21,7 +21,8 @@ from binloop.detection import DetectionParams, detect
 from binloop.ingest import parse_chunk
 from binloop.inputs import InputReader
 from binloop.polars_engine import detect_frame, detect_rows, load_records
-from binloop.polars_load import LoadedRecords, record_of, records_frame
+from binloop.polars_frame import record_of, records_frame
+from binloop.polars_load import LoadedRecords
 from binloop.schema import (
     DEFAULT_LIMITS,
     DeadLetter,
