@@ -52,11 +52,16 @@ def run_polars(config: Config) -> RunSummary:
     started = time.perf_counter()
     params, limits = config.detection(), config.record_limits()
     progress = Progress(input_size(config.input), config.progress)
-    files, done_bytes = [], 0
+    files: list[LoadedRecords] = []
+    done_bytes = done_lines = 0
     for name in list_input_files(config.input):
-        files.append(load_file(name, limits))
+        def report(file_bytes: int, file_lines: int, base: tuple[int, int] =
+                   (done_bytes, done_lines)) -> None:
+            progress.update(base[0] + file_bytes, base[1] + file_lines)
+        part = load_file(name, limits, report)
+        files.append(part)
         done_bytes += _size(name)
-        progress.update(done_bytes, sum(f.frame.height + len(f.dead) for f in files))
+        done_lines += part.frame.height + len(part.dead) + part.blank
     frame = pl.concat([f.frame for f in files]) if files else records_frame([])
     detection = detect_rows(frame, params)
     outputs = Outputs(config)

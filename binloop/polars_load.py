@@ -12,11 +12,13 @@ and stdin (`-`) as in `binloop.inputs`.
 from __future__ import annotations
 
 import gzip
+import io
 import sys
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, Protocol
 
 import orjson
 import polars as pl
@@ -36,6 +38,7 @@ from binloop.schema import (
 
 BLOCK_LINES: Final = 1 << 16
 LOAD_THREADS: Final = 2
+READ_BYTES: Final = 16 << 20
 PARQUET_BATCH: Final = 1 << 16
 
 
@@ -47,57 +50,102 @@ class LoadedRecords(NamedTuple):
     blank: int
 
 
-def load_records(path: str, limits: RecordLimits = DEFAULT_LIMITS) -> LoadedRecords:
-    """Every record of `path` (a file, a directory of them, or - for stdin)."""
+OnProgress = Callable[[int, int], None]
+
+
+def load_records(path: str, limits: RecordLimits = DEFAULT_LIMITS,
+                 on_progress: OnProgress | None = None) -> LoadedRecords:
+    """Every record of `path` (a file, a directory of them, or - for stdin).
+
+    `on_progress(bytes_read, lines_read)` is called after each block, with totals so far."""
     frames: list[pl.DataFrame] = []
     dead: list[DeadLetter] = []
-    blank = 0
+    blank = lines_before = bytes_before = 0
     for name in list_input_files(path):
-        part = load_file(name, limits)
+        def report(done_bytes: int, done_lines: int, base: tuple[int, int] =
+                   (bytes_before, lines_before)) -> None:
+            if on_progress is not None:
+                on_progress(base[0] + done_bytes, base[1] + done_lines)
+        part = load_file(name, limits, report)
         frames.append(part.frame)
         dead.extend(part.dead)
         blank += part.blank
+        lines_before += part.frame.height + len(part.dead) + part.blank
+        bytes_before += 0 if name == STDIN else Path(name).stat().st_size
     return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank)
 
 
-def load_file(name: str, limits: RecordLimits = DEFAULT_LIMITS) -> LoadedRecords:
+def load_file(name: str, limits: RecordLimits = DEFAULT_LIMITS,
+              on_progress: OnProgress | None = None) -> LoadedRecords:
     """One input file (the name as `list_input_files` gives it: it is the dead letters' source)."""
     lowered = name.lower()
     if lowered.endswith((".parquet", ".pq")):
         return _load_parquet(name, limits)
     if name == STDIN:
-        data = sys.stdin.buffer.read()
-    elif lowered.endswith(".gz"):
-        data = gzip.decompress(Path(name).read_bytes())
-    else:
-        data = Path(name).read_bytes()
-    return load_jsonl_bytes(data, name, limits)
+        return load_jsonl(sys.stdin.buffer, name, limits, on_progress)
+    with open(name, "rb") as raw:
+        if not lowered.endswith(".gz"):
+            return load_jsonl(raw, name, limits, on_progress)
+        with gzip.GzipFile(fileobj=raw) as unzipped:
+            return load_jsonl(unzipped, name, limits, on_progress, raw.tell)
 
 
-def load_jsonl_bytes(data: bytes, source: str,
-                     limits: RecordLimits = DEFAULT_LIMITS) -> LoadedRecords:
-    """JSONL content; line numbers (the dead letters' position) count from 1."""
-    lines = split_lines(data)
-    starts = range(0, len(lines), BLOCK_LINES)
-    # Blocks overlap on two threads: polars releases the GIL while one block is parsed.
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def load_jsonl(stream: Readable, source: str, limits: RecordLimits = DEFAULT_LIMITS,
+               on_progress: OnProgress | None = None,
+               position: Callable[[], int] | None = None) -> LoadedRecords:
+    """JSONL from a stream, block by block (memory holds a few blocks, not the file); line
+    numbers (the dead letters' position) count from 1. `position` tells how far into the
+    input file the stream is (for progress; default: the bytes read)."""
+    parts: list[LoadedRecords] = []
+    pending: deque[Future[LoadedRecords]] = deque()
+    # Two blocks in flight: polars releases the GIL while one block is parsed.
     with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
-        parts = list(pool.map(
-            lambda start: _load_block(lines[start:start + BLOCK_LINES], start + 1, source,
-                                      limits), starts))
+        for first_line, lines, done_bytes in _blocks(stream):
+            pending.append(pool.submit(_load_block, lines, first_line, source, limits))
+            if len(pending) >= LOAD_THREADS:
+                parts.append(pending.popleft().result())
+            if on_progress is not None:
+                on_progress(position() if position else done_bytes, first_line + len(lines) - 1)
+        parts.extend(future.result() for future in pending)
     frames = [part.frame for part in parts]
     dead = [letter for part in parts for letter in part.dead]
     blank = sum(part.blank for part in parts)
     return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank)
 
 
-def split_lines(data: bytes) -> list[bytes]:
-    """Lines as `binloop.inputs` reads them: split at \\n, trailing \\r and \\n removed."""
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    if b"\r" in data:
-        lines = [line.rstrip(b"\r") for line in lines]
-    return lines
+def load_jsonl_bytes(data: bytes, source: str,
+                     limits: RecordLimits = DEFAULT_LIMITS) -> LoadedRecords:
+    """JSONL content in memory."""
+    return load_jsonl(io.BytesIO(data), source, limits)
+
+
+def _blocks(stream: Readable) -> Iterator[tuple[int, list[bytes], int]]:
+    """(first line number, up to BLOCK_LINES lines, bytes read so far), lines split as
+    `binloop.inputs` splits them: at \n, with trailing \r removed."""
+    carry = b""
+    ready: list[bytes] = []
+    first_line, done = 1, 0
+    while True:
+        data = stream.read(READ_BYTES)
+        done += len(data)
+        if data:
+            text = carry + data
+            lines = text.split(b"\n")
+            carry = lines.pop()
+            ready.extend([line.rstrip(b"\r") for line in lines] if b"\r" in text else lines)
+        elif carry:
+            ready.append(carry.rstrip(b"\r"))
+            carry = b""
+        while len(ready) >= BLOCK_LINES or (ready and not data):
+            block, ready = ready[:BLOCK_LINES], ready[BLOCK_LINES:]
+            yield first_line, block, done
+            first_line += len(block)
+        if not data:
+            return
 
 
 def _load_block(lines: list[bytes], first_line: int, source: str,

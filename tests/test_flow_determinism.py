@@ -73,7 +73,7 @@ def test_two_processes_of_two_workers(telemetry: Path, reference: Outcome) -> No
 @pytest.mark.parametrize("window", ["session", "global", "sliding:2m"])
 def test_tau_telemetry_through_every_engine(tau_telemetry: Path, tmp_path: Path,
                                             window: str) -> None:
-    knobs = {"theta": 2, "window": WindowSpec.parse(window), "max_future_skew": None}
+    knobs = {"theta": 2, "window": WindowSpec.parse(window)}
     reference = run_reference_on(engine_config(tau_telemetry, tmp_path / "ref", **knobs))
     assert reference.counters["records_read"] == 1164 and reference.events
     assert run_polars_on(engine_config(tau_telemetry, tmp_path / "pol", **knobs)) == reference

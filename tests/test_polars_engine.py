@@ -71,14 +71,20 @@ def assert_loads_like_reference(path: Path, limits: RecordLimits) -> LoadedRecor
 
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(lines=odd_lines(), args_max_bytes=st.sampled_from((60, 300, 8192)),
-       trailing_newline=st.booleans())
+       trailing_newline=st.booleans(),
+       blocks=st.sampled_from(((1 << 24, 1 << 16), (7, 3), (64, 1))))
 def test_loader_reads_what_the_reference_reads(tmp_path_factory: pytest.TempPathFactory,
                                                lines: list[bytes], args_max_bytes: int,
-                                               trailing_newline: bool) -> None:
-    """Same records (normalised alike), same dead letters and reasons, same blanks."""
+                                               trailing_newline: bool,
+                                               blocks: tuple[int, int]) -> None:
+    """Same records (normalised alike), same dead letters and reasons, same blanks, also
+    when lines straddle reads and blocks (tiny `READ_BYTES`, `BLOCK_LINES`)."""
     path = tmp_path_factory.mktemp("load") / "odd.jsonl"
     path.write_bytes(b"\n".join(lines) + (b"\n" if trailing_newline else b""))
-    assert_loads_like_reference(path, RecordLimits(args_max_bytes=args_max_bytes))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(polars_load, "READ_BYTES", blocks[0])
+        patch.setattr(polars_load, "BLOCK_LINES", blocks[1])
+        assert_loads_like_reference(path, RecordLimits(args_max_bytes=args_max_bytes))
 
 
 def test_gz_parquet_directory_and_stdin(tmp_path: Path) -> None:
