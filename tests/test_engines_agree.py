@@ -39,8 +39,8 @@ from tests.strategies import detection_settings, telemetry_lines
 
 FAST = settings(max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-FILES = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-BYTEWAX = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+FILES = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+BYTEWAX = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def valid_records(lines: list[bytes]) -> list[ToolInvocation]:
