@@ -210,6 +210,9 @@ class Config:
     # The live job on NATS JetStream (binloop run, flows.live).
     nats: str | None = setting(None, "NATS server URL(s), comma-separated", groups=NATS,
                                parse=optional_text, metavar="URL")
+    connect_timeout: int = setting(30_000, "how long to keep trying to reach NATS at start "
+                                   "(later disconnections are retried forever)", groups=NATS,
+                                   parse=parse_duration_ms, show=_show_duration, metavar="DUR")
     stream: str = setting("TELEMETRY", "JetStream stream of telemetry (created when missing)",
                           groups=NATS, metavar="NAME")
     subject_prefix: str = setting("telemetry", "telemetry is published on "

@@ -62,7 +62,7 @@ def source_settings(config: Config) -> NatsSourceSettings:
     return NatsSourceSettings(
         url=config.nats, stream=stream, batch_size=config.batch_size, start=config.start,
         until_idle_s=_seconds(config.until_idle), poll_s=config.source_poll / 1000,
-        manage_stream=config.manage_stream)
+        connect_timeout_s=config.connect_timeout / 1000, manage_stream=config.manage_stream)
 
 
 def event_settings(config: Config) -> NatsEventSettings:
@@ -72,6 +72,7 @@ def event_settings(config: Config) -> NatsEventSettings:
                         duplicate_window_s=config.events_duplicate_window / 1000,
                         **_stream_limits(config))
     return NatsEventSettings(config.nats, stream, config.events_subject_prefix,
+                             connect_timeout_s=config.connect_timeout / 1000,
                              manage_stream=config.manage_stream)
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from binloop.commands.run import run_live
 from binloop.config import Config
-from binloop.nats_server import NatsServer
+from binloop.nats_server import NatsServer, free_port
 from binloop.reference import run_reference
 from binloop.subjects import MSG_ID_HEADER, event_subject
 from binloop.summary import RunSummary
@@ -195,7 +195,19 @@ def test_two_processes_and_batch_envelopes_give_the_same_events(nats_server: Nat
     assert_same_counters(summary, ref_summary)
 
 
-def test_run_needs_no_build_until_the_build_runner_lands() -> None:
+def test_run_needs_no_build_until_the_build_runner_lands(
+        capsys: pytest.CaptureFixture[str]) -> None:
     from binloop.cli import main
 
     assert main(["run", "--nats", "nats://127.0.0.1:1"]) == 2
+    assert "--no-build" in capsys.readouterr().err
+
+
+def test_run_without_a_reachable_server_is_a_clean_error(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from binloop.cli import main
+
+    port = free_port()  # nothing listens there
+    assert main(["run", "--nats", f"nats://127.0.0.1:{port}", "--no-build",
+                 "--connect-timeout", "500ms"]) == 2
+    assert "cannot connect to NATS" in capsys.readouterr().err

@@ -58,6 +58,7 @@ def run_live(config: Config) -> Any:
     from flows.live import configure_logging
 
     configure_logging()
+    preflight(config)
     with tempfile.TemporaryDirectory(prefix="binloop-run-") as tmp:
         summary_path = Path(config.summary_out or Path(tmp) / "summary.json")
         config = config.replace(summary_out=str(summary_path))
@@ -70,6 +71,31 @@ def run_live(config: Config) -> Any:
                    if summary_path.exists() else RunSummary())
         summary.elapsed_s = time.perf_counter() - started
         return summary
+
+
+def preflight(config: Config) -> int:
+    """Reach NATS and set the telemetry stream up before starting Bytewax, so that a
+    wrong URL or a stream binloop cannot use is a one-line error; returns the
+    stream's partitions."""
+    import asyncio
+
+    from binloop.jetstream import StreamSetupError, connect, ensure_telemetry_stream
+    from flows.live import source_settings
+
+    settings = source_settings(config)
+
+    async def check() -> int:
+        nc = await connect(settings.url, "binloop-preflight", settings.connect_timeout_s)
+        try:
+            return await ensure_telemetry_stream(nc.jetstream(), settings.stream,
+                                                 settings.manage_stream)
+        finally:
+            await nc.close()
+
+    try:
+        return asyncio.run(check())
+    except (ConnectionError, StreamSetupError) as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _run_in_process(config: Config, process_id: int | None = None,
