@@ -181,8 +181,10 @@ async def _raw_push_drain(url: str, stream: str, prefix: str, partitions: int,
                     if msg.data:
                         clock.start()
                         count += 1
-                    elif msg.reply:
+                    elif msg.reply:  # flow control request
                         await nc.publish(msg.reply, b"")
+                    elif stalled := (msg.headers or {}).get("Nats-Consumer-Stalled"):
+                        await nc.publish(stalled, b"")
         return clock.rates(expected)
     finally:
         await nc.close()

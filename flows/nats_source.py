@@ -3,7 +3,8 @@
 The stream is partitioned by the server (see `binloop.jetstream`): partition `p` is
 the subject filter `telemetry_p.<p>.>` (partition 0 also reads anything stored
 unpartitioned). Each Bytewax partition reads one stream partition through an
-:class:`binloop.nats_consumer.OrderedConsumer` and numbers its chunks 0, 1, 2, ...
+:class:`binloop.nats_consumer.OrderedConsumer` (a pull consumer with bounded
+requests in flight) and numbers its chunks 0, 1, 2, ...
 
 Delivery guarantee: exactly-once with Bytewax recovery. A partition's snapshot is
 `NatsPosition(stream_seq, chunk_seq)`: the last stream sequence it handed out and
@@ -36,7 +37,7 @@ from typing_extensions import override
 
 from binloop.inputs import RawChunk
 from binloop.jetstream import StreamSpec, connect, ensure_telemetry_stream
-from binloop.nats_consumer import OrderedConsumer
+from binloop.nats_consumer import OrderedConsumer, PullSettings
 from binloop.nats_link import acquire_link, release_link
 from binloop.schema import DeadLetter
 from binloop.subjects import partition_filters
@@ -100,7 +101,7 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
         self._consumer = OrderedConsumer(
             self._link.nc, self._link.js, settings.stream.name,
             partition_filters(settings.prefix, index), position.stream_seq, name,
-            settings.heartbeat_s)
+            PullSettings(heartbeat_s=settings.heartbeat_s))
         self._idle = _IdleClock(min(1.0, (settings.until_idle_s or 1.0) / 4))
         self._awake: datetime | None = None
         self._quiet_s = 0.0

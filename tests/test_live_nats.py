@@ -175,7 +175,7 @@ def test_nats_server_restart_mid_stream_loses_nothing(nats_server: NatsServer,
     assert_events_stream(nats_server.url, expected)
     summary = RunSummary.from_json(orjson.loads((tmp_path / "summary.json").read_bytes()))
     assert_same_counters(summary, ref_summary)
-    assert "reconnected to NATS" in (tmp_path / "summary.json.log").read_text()
+    assert "resuming after stream seq" in (tmp_path / "summary.json.log").read_text()
 
 
 def test_two_processes_and_batch_envelopes_give_the_same_events(nats_server: NatsServer,
