@@ -180,6 +180,7 @@ def test_nats_server_restart_mid_stream_loses_nothing(nats_server: NatsServer,
 
 def test_two_processes_and_batch_envelopes_give_the_same_events(nats_server: NatsServer,
                                                                 tmp_path: Path) -> None:
+    """`binloop publish --batch` then `binloop run --processes 2`, stopped by SIGTERM."""
     lines = telemetry(8000, seed=13)
     source = write_lines(tmp_path / "telemetry.jsonl", lines)
     published = subprocess.run(
@@ -187,11 +188,19 @@ def test_two_processes_and_batch_envelopes_give_the_same_events(nats_server: Nat
          "--batch", "25", "--partitions", "4", str(source)],
         capture_output=True, text=True, check=True)
     assert "published 8,000 records in" in published.stderr
-    config = live_config(nats_server.url, tmp_path, processes=2, workers=1)
-    summary = run_live(config)
+    config = live_config(nats_server.url, tmp_path, processes=2, workers=1, until_idle="off")
+    job = start_job(config, tmp_path, "summary.json")
+    try:
+        wait_for(lambda: records_read(tmp_path / "summary.json") == len(lines), job)
+        job.send_signal(signal.SIGTERM)  # passed on to both processes
+        assert job.wait(60) == 0
+    finally:
+        if job.poll() is None:
+            job.kill()
     expected, ref_summary = reference(config, lines, tmp_path)
     assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
     assert_events_stream(nats_server.url, expected)
+    summary = RunSummary.from_json(orjson.loads((tmp_path / "summary.json").read_bytes()))
     assert_same_counters(summary, ref_summary)
 
 
