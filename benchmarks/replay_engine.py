@@ -1,0 +1,110 @@
+"""Which engine a sweep replays on: the polars engine when it is installed, else the reference.
+
+A sweep loads a file once and runs the detector many times (every θ, every window), so
+an engine here is two calls: `load(path, limits)` -> :class:`Loaded`, and
+`detect(loaded, params)` -> BINEvents. `Loaded.frame` is the valid records in arrival
+order as a polars frame (`row, id, session, ts, tool, failure_mode, outcome`), which is
+what the sweep's metrics are computed on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from typing import Any, Final
+
+import polars as pl
+
+from binloop.detection import DetectionParams, detect
+from binloop.events import BINEvent
+from binloop.ingest import parse_chunk
+from binloop.inputs import InputReader
+from binloop.schema import RecordLimits, ToolInvocation
+
+ENGINES: Final = ("auto", "polars", "reference")
+POLARS_MODULE: Final = "binloop.polars_engine"
+METRIC_COLUMNS: Final = ("row", "id", "session", "ts", "tool", "failure_mode", "outcome")
+
+
+@dataclass
+class Loaded:
+    """A replayed file: the engine's own input and the metrics frame."""
+
+    engine: str
+    frame: pl.DataFrame
+    engine_input: Any
+    invalid: int
+
+
+def polars_engine_available() -> bool:
+    return importlib.util.find_spec(POLARS_MODULE) is not None
+
+
+def resolve(engine: str) -> str:
+    """`auto` -> `polars` when `binloop.polars_engine` exists, else `reference`."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    if engine == "auto":
+        return "polars" if polars_engine_available() else "reference"
+    if engine == "polars" and not polars_engine_available():
+        raise ValueError(f"the polars engine ({POLARS_MODULE}) is not installed")
+    return engine
+
+
+def load(path: str, limits: RecordLimits, engine: str = "auto") -> Loaded:
+    name = resolve(engine)
+    if name == "polars":
+        module = importlib.import_module(POLARS_MODULE)
+        frame_in = module.load_records(path, limits)
+        return Loaded(name, metrics_frame_from_polars(frame_in), frame_in,
+                      _invalid_of(frame_in))
+    records, invalid = read_records(path, limits)
+    return Loaded(name, metrics_frame(records), records, invalid)
+
+
+def detect_events(loaded: Loaded, params: DetectionParams) -> list[BINEvent]:
+    if loaded.engine == "polars":
+        module = importlib.import_module(POLARS_MODULE)
+        events: list[BINEvent] = module.detect_frame(loaded.engine_input, params)
+        return events
+    return detect(params, loaded.engine_input)
+
+
+def read_records(path: str, limits: RecordLimits) -> tuple[list[ToolInvocation], int]:
+    """All valid records of `path` in arrival order, and the number of invalid ones."""
+    records: list[ToolInvocation] = []
+    invalid = 0
+    for chunk in InputReader(path, 8192):
+        parsed = parse_chunk(chunk, limits)
+        records.extend(parsed.records)
+        invalid += len(parsed.dead)
+    return records, invalid
+
+
+def metrics_frame(records: list[ToolInvocation]) -> pl.DataFrame:
+    """The metric columns of records (session ids as text: they may be int or str)."""
+    return pl.DataFrame({
+        "row": pl.int_range(0, len(records), eager=True),
+        "id": [r["id"] for r in records],
+        "session": [str(r["session_id"]) for r in records],
+        "ts": [r["ts"] for r in records],
+        "tool": [r["tool"] for r in records],
+        "failure_mode": [r["failure_mode"] for r in records],
+        "outcome": [r["outcome"] for r in records],
+    }, schema_overrides={"ts": pl.Int64, "failure_mode": pl.String, "id": pl.String,
+                         "session": pl.String, "tool": pl.String, "outcome": pl.String})
+
+
+def metrics_frame_from_polars(frame: Any) -> pl.DataFrame:
+    """The metric columns of the polars engine's loaded frame."""
+    data = frame if isinstance(frame, pl.DataFrame) else getattr(frame, "frame", frame)
+    return data.select(
+        row=pl.int_range(0, pl.len()), id=pl.col("id"),
+        session=pl.col("session_id").cast(pl.String), ts=pl.col("ts").cast(pl.Int64),
+        tool=pl.col("tool"), failure_mode=pl.col("failure_mode"), outcome=pl.col("outcome"))
+
+
+def _invalid_of(frame: Any) -> int:
+    dead = getattr(frame, "dead", None)
+    return len(dead) if dead is not None else 0
