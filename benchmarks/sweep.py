@@ -105,17 +105,20 @@ def score(frame: pl.DataFrame, truth: pl.DataFrame, plan: SweepPlan,
                .with_columns(fired=pl.col("fire_row").is_not_null()))
     after = _failures_after(counted, fired)
     slices = _slices_per_session(counted, plan.thetas, sessions)
-    return _aggregate(per_key, sessions).join(after, on=RUN, how="left").join(
-        slices, on="theta", how="left").with_columns(
-        pl.col("used_after", "failures_after").fill_null(0)).sort("run").select(SUMMARY_FIELDS)
+    totals = run_frame.join(_aggregate(per_key), on=RUN, how="left").with_columns(
+        pl.col("fired", "tp", "positives").fill_null(0))
+    return (_rates(totals, sessions).join(after, on=RUN, how="left")
+            .join(slices, on="theta", how="left")
+            .with_columns(pl.col("used_after", "failures_after").fill_null(0),
+                          pl.col("slices_per_session").fill_null(0.0))
+            .sort("run").select(SUMMARY_FIELDS))
 
 
-def _aggregate(per_key: pl.DataFrame, sessions: int) -> pl.DataFrame:
+def _aggregate(per_key: pl.DataFrame) -> pl.DataFrame:
     tp_rows = pl.col("fired") & pl.col("positive")
     delay_records = (pl.col("fire_row") - pl.col("first_row")).filter(tp_rows)
     delay_sessions = (pl.col("fire_session") - pl.col("first_session")).filter(tp_rows)
-    totals = per_key.group_by(RUN).agg(
-        run=pl.col("run").first(), engine_s=pl.col("engine_s").first(),
+    return per_key.group_by(RUN).agg(
         fired=pl.col("fired").sum().cast(pl.Int64),
         tp=tp_rows.sum().cast(pl.Int64),
         positives=pl.col("positive").sum().cast(pl.Int64),
@@ -125,6 +128,9 @@ def _aggregate(per_key: pl.DataFrame, sessions: int) -> pl.DataFrame:
         delay_sessions_mean=delay_sessions.mean(),
         delay_sessions_max=delay_sessions.max(),
     )
+
+
+def _rates(totals: pl.DataFrame, sessions: int) -> pl.DataFrame:
     precision = pl.when(pl.col("fired") > 0).then(pl.col("tp") / pl.col("fired"))
     recall = pl.when(pl.col("positives") > 0).then(pl.col("tp") / pl.col("positives"))
     return totals.with_columns(

@@ -45,7 +45,7 @@ def markdown(summary: pl.DataFrame, meta: dict[str, Any], files: Sequence[str]) 
     for window in summary["window"].unique(maintain_order=True).to_list():
         lines += [f"## window `{window}`", "", _table(summary.filter(pl.col("window") == window)),
                   ""]
-    if meta.get("simulated"):
+    if meta.get("simulated") and "session" in summary["window"].to_list():
         lines += ["## Beside the paper (500 simulated sessions, 50 injected pairs)", "",
                   _paper_table(summary), "", *_paper_note(summary, meta), ""]
     lines += ["## Columns", "", COLUMN_NOTES, ""]

@@ -7,15 +7,15 @@ built here is plain printable ASCII without `"` or `\\`, so that the JSON text t
 records' `id` an exact content hash (`binloop.schema.record_id`).
 
 Secrets: where `secret` is set, some tools put a credential-looking value in their
-arguments (an `Authorization` header, a database DSN with a password, a cloud key) and
-some errors quote a token. They are fakes made of digits, shaped like real keys
-(`sk-live-...`, `AKIA...`, `ghp_...`), so that redaction can be tested downstream.
+arguments (an `Authorization` header, a database DSN with a password, a cloud key), and
+about a quarter of PERM and NETWORK errors quote a token. They are fakes made of digits,
+shaped like real keys (`sk-live-...`, `AKIA...`, `ghp_...`), so that redaction can be tested downstream.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import polars as pl
 
@@ -195,13 +195,14 @@ _ERRORS: Final[dict[str, tuple[str, str]]] = {
 def error_text() -> pl.Expr:
     """An error message for each failed row from its `failure_mode` (null elsewhere).
 
-    PERM and NETWORK errors of `secret` rows quote a token, as real errors sometimes do.
+    PERM and NETWORK errors of `secret` rows, and a quarter of the others, quote a token
+    (as real auth and proxy errors sometimes do).
     """
     mode = pl.col("failure_mode")
     code = mode.str.split(".").list.first()
     fine = mode.str.split(".").list.get(1, null_on_oob=True).fill_null("unspecified")
-    prefix = pl.when(pl.lit(False)).then(pl.lit(""))
-    suffix = pl.when(pl.lit(False)).then(pl.lit(""))
+    prefix: Any = pl.when(pl.lit(False)).then(pl.lit(""))
+    suffix: Any = pl.when(pl.lit(False)).then(pl.lit(""))
     for name, (before, after) in _ERRORS.items():
         prefix = prefix.when(code == name).then(pl.lit(before))
         suffix = suffix.when(code == name).then(pl.lit(after))
@@ -209,6 +210,6 @@ def error_text() -> pl.Expr:
                           suffix.otherwise(pl.lit(" ")), _num(pl.col("r2"), 1000)])
     leaked = pl.concat_str([text, pl.lit(" (token ghp_"), _token(pl.col("r3"), 36),
                             pl.lit(" rejected)")])
-    quote_token = pl.col("secret") & code.is_in(["PERM", "NETWORK"])
+    quote_token = (pl.col("secret") | (pl.col("r1") % 4 == 0)) & code.is_in(["PERM", "NETWORK"])
     with_secret = pl.when(quote_token).then(leaked).otherwise(text)
     return pl.when(mode.is_null()).then(pl.lit(None, pl.String)).otherwise(with_secret)

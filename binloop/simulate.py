@@ -115,7 +115,8 @@ class SimParams:
         return 1.0 if self.profile == "distinct" else 0.05
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(self).items()}
 
 
 @dataclass
