@@ -9,7 +9,8 @@ records' `id` an exact content hash (`binloop.schema.record_id`).
 Secrets: where `secret` is set, some tools put a credential-looking value in their
 arguments (an `Authorization` header, a database DSN with a password, a cloud key), and
 about a quarter of PERM and NETWORK errors quote a token. They are fakes made of digits,
-shaped like real keys (`sk-live-...`, `AKIA...`, `ghp_...`), so that redaction can be tested downstream.
+shaped like real keys (`sk-live-...`, `AKIA...`, `ghp_...`), so that redaction can be
+tested downstream.
 """
 
 from __future__ import annotations
