@@ -11,7 +11,6 @@ import importlib
 from typing import Any
 
 BENCHES = (
-    "benchmarks.engines",
     "benchmarks.backlog",
     "benchmarks.coupon",
 )
