@@ -17,6 +17,8 @@ Profiles (all seeded: the same parameters give the same bytes):
   tool should be built for.
 * `bulk`: `records` calls (throughput input): `failure_rate` of them fail with one of
   `keys` (tool, failure_mode) keys, the rest succeed; `calls_per_session` per session.
+  A failure reuses its session's key with probability `session_repeat` (retries), so
+  some keys reach θ within a session and events fire.
 * `distinct`: `records` calls, a share `failure_rate` (default 1) fail, and every
   failure has a key never seen before (the state-size stress input).
 
@@ -77,6 +79,7 @@ class SimParams:
     cancelled_rate: float = 0.005
     secret_rate: float = 0.02
     keys: int = 1000
+    session_repeat: float = 0.5
     failure_rate: float | None = None
     calls_per_session: int = 20
     record_gap_ms: int = 2000
@@ -97,7 +100,7 @@ class SimParams:
         if self.pairs > len(TOOL_NAMES) * len(ALL_MODES):
             raise ValueError(f"at most {len(TOOL_NAMES) * len(ALL_MODES)} distinct pairs")
         for name in ("noise_rate", "noise_retry", "unclassified_rate", "cancelled_rate",
-                     "secret_rate", "onset_max"):
+                     "secret_rate", "onset_max", "session_repeat"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1]")
         if self.noise_retry >= 1:
@@ -290,7 +293,14 @@ def simulate_bulk(p: SimParams) -> Simulation:
     chosen = rng.sample(all_keys, p.keys)
     key_tools = [t for t, _ in chosen]
     key_modes = [m for _, m in chosen]
-    pick = pl.Series(rng.choices(range(len(chosen)), k=rows.height))
+    # A failure reuses its session's key with probability session_repeat (the agent
+    # retrying), else it takes a key of its own.
+    own = pl.Series(rng.choices(range(len(chosen)), k=rows.height))
+    sessions = rows["session_id"].max() or 1
+    of_session = pl.Series(rng.choices(range(len(chosen)), k=sessions + 1))
+    repeat = _uniform(rng, rows.height) < p.session_repeat
+    pick = pl.select(pl.when(repeat).then(of_session.gather(rows["session_id"]))
+                     .otherwise(own)).to_series()
     tools = pl.Series(key_tools).gather(pick)
     modes = pl.Series(key_modes).gather(pick)
     failed = pl.col("u") < p.failure_share()

@@ -11,6 +11,7 @@ import importlib
 from typing import Any
 
 BENCHES = (
+    "benchmarks.engines",
     "benchmarks.backlog",
     "benchmarks.coupon",
 )

@@ -32,6 +32,7 @@ HELP = {
     "cancelled_rate": "paper: probability of a cancelled call (never counts)",
     "secret_rate": "share of records with credential-looking fakes in args or error",
     "keys": "bulk: number of (tool, failure_mode) keys the failures are spread over",
+    "session_repeat": "bulk: probability that a failure reuses its session's key (retries)",
     "failure_rate": "bulk/distinct: share of records that fail (default 0.05 bulk, 1 distinct)",
     "calls_per_session": "bulk/distinct: records per session",
     "record_gap_ms": "bulk/distinct: event time between two records",
