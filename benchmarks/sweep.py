@@ -182,3 +182,16 @@ def summary_rows(summary: pl.DataFrame) -> list[dict[str, Any]]:
     """The rows of `summary.json`, floats rounded to 4 places."""
     rounded = summary.with_columns(pl.col(pl.Float64).round(4))
     return rounded.to_dicts()
+
+
+def average_runs(summaries: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """The mean of several sweeps (one per seed) per (window, θ), with the standard
+    deviation over seeds of precision, recall, F1 and builds per session."""
+    every = pl.concat([s.with_columns(pl.col(pl.Int64).cast(pl.Float64)) for s in summaries])
+    numeric = [c for c in SUMMARY_FIELDS if c not in RUN]
+    spread = ("precision", "recall", "f1", "builds_per_session")
+    return (every.with_columns(theta=pl.col("theta").cast(pl.Int64))
+            .group_by(RUN, maintain_order=True)
+            .agg(*(pl.col(c).mean() for c in numeric),
+                 *(pl.col(c).std().alias(f"{c}_sd") for c in spread),
+                 repeats=pl.len()))

@@ -37,11 +37,14 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 
 def markdown(summary: pl.DataFrame, meta: dict[str, Any], files: Sequence[str]) -> str:
+    repeats = meta.get("repeats", 1)
+    seeds = (f" Averaged over {repeats} seeds (± = standard deviation; the counts above are "
+             "the first seed's)." if repeats > 1 else "")
     lines = [f"# θ sweep: {meta['input']}", "",
              f"{meta['records']:,} valid records ({meta['invalid']:,} invalid), "
              f"{meta['sessions']:,} sessions, {meta['positives']} positive keys of "
              f"{meta['keys']} counted keys; engine `{meta['engine']}`.",
-             f"Ground truth: {meta['truth']}.", ""]
+             f"Ground truth: {meta['truth']}.{seeds}", ""]
     for window in summary["window"].unique(maintain_order=True).to_list():
         lines += [f"## window `{window}`", "", _table(summary.filter(pl.col("window") == window)),
                   ""]
@@ -63,16 +66,24 @@ COLUMN_NOTES = (
 )
 
 
+def _pm(row: dict[str, Any], key: str, digits: int = 2) -> str:
+    """`value ± sd` when the row is an average over seeds."""
+    sd = row.get(f"{key}_sd")
+    text = _fmt(row[key], digits)
+    return text if sd is None else f"{text} ± {_fmt(sd, digits)}"
+
+
 def _table(rows: pl.DataFrame) -> str:
     out = ["| θ | precision | recall | F1 | builds/s | slices/s | fired | TP | FP | FN | "
            "delay records | delay sessions | used after |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows.iter_rows(named=True):
-        out.append(f"| {r['theta']} | {_fmt(r['precision'])} | {_fmt(r['recall'])} | "
-                   f"{_fmt(r['f1'])} | {_fmt(r['builds_per_session'], 3)} | "
-                   f"{_fmt(r['slices_per_session'], 3)} | {r['fired']} | {r['tp']} | {r['fp']} | "
-                   f"{r['fn']} | {_fmt(r['delay_records_median'], 0)} | "
-                   f"{_fmt(r['delay_sessions_median'], 1)} | {r['used_after']} |")
+        out.append(f"| {r['theta']} | {_pm(r, 'precision')} | {_pm(r, 'recall')} | "
+                   f"{_pm(r, 'f1')} | {_pm(r, 'builds_per_session', 3)} | "
+                   f"{_fmt(r['slices_per_session'], 3)} | {_fmt(r['fired'], 1)} | "
+                   f"{_fmt(r['tp'], 1)} | {_fmt(r['fp'], 1)} | {_fmt(r['fn'], 1)} | "
+                   f"{_fmt(r['delay_records_median'], 0)} | "
+                   f"{_fmt(r['delay_sessions_median'], 1)} | {_fmt(r['used_after'], 1)} |")
     return "\n".join(out)
 
 
@@ -87,8 +98,8 @@ def _paper_table(summary: pl.DataFrame) -> str:
         r = mine[0]
         out.append(
             f"| {paper['theta']} | {paper['precision']:.2f} / {paper['recall']:.2f} / "
-            f"{paper['f1']:.2f} | {_fmt(r['precision'])} / {_fmt(r['recall'])} / "
-            f"{_fmt(r['f1'])} | {paper['builds_per_session']} | "
+            f"{paper['f1']:.2f} | {_pm(r, 'precision')} / {_pm(r, 'recall')} / "
+            f"{_pm(r, 'f1')} | {paper['builds_per_session']} | "
             f"{_fmt(r['builds_per_session'], 3)} | {_fmt(r['slices_per_session'], 2)} |")
     return "\n".join(out)
 

@@ -296,7 +296,7 @@ def simulate_bulk(p: SimParams) -> Simulation:
     # A failure reuses its session's key with probability session_repeat (the agent
     # retrying), else it takes a key of its own.
     own = pl.Series(rng.choices(range(len(chosen)), k=rows.height))
-    sessions = rows["session_id"].max() or 1
+    sessions = rows.height // p.calls_per_session + 1
     of_session = pl.Series(rng.choices(range(len(chosen)), k=sessions + 1))
     repeat = _uniform(rng, rows.height) < p.session_repeat
     pick = pl.select(pl.when(repeat).then(of_session.gather(rows["session_id"]))

@@ -152,3 +152,17 @@ def test_cli_simulated_sweep_writes_every_output(tmp_path: Path) -> None:
                  "--sessions", "30", "--pairs", "3", "--no-plots"]) == 0
     rows = orjson.loads((out / "summary.json").read_bytes())
     assert [(r["window"], r["theta"]) for r in rows] == [("global", 3)]
+
+
+def test_repeated_simulations_are_averaged_with_their_spread(tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    assert main(["sweep", "--simulate", "--sessions", "50", "--pairs", "5", "--repeats", "3",
+                 "--thetas", "2,3", "--windows", "global", "--out", str(out), "--no-plots"]) == 0
+    rows = orjson.loads((out / "summary.json").read_bytes())
+    meta = orjson.loads((out / "meta.json").read_bytes())
+    assert [r["repeats"] for r in rows] == [3, 3] and len(meta["runs"]) == 3
+    assert len({run["records"] for run in meta["runs"]}) > 1  # three different seeds
+    for row in rows:
+        assert row["recall_sd"] is not None and row["recall_sd"] >= 0
+    assert "Averaged over 3 seeds" in (out / "summary.md").read_text()
+    assert not list(out.glob("telemetry-seed*"))  # later seeds are not kept
