@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
+import time
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 import polars as pl
 
 from binloop.detection import DetectionParams, detect
 from binloop.events import BINEvent
 from binloop.ingest import parse_chunk
-from binloop.inputs import InputReader
+from binloop.inputs import InputReader, input_size
 from binloop.schema import RecordLimits, ToolInvocation
+from binloop.summary import Progress
 
 ENGINES: Final = ("auto", "polars", "reference")
 POLARS_MODULE: Final = "binloop.polars_engine"
@@ -52,8 +55,21 @@ def resolve(engine: str) -> str:
     return engine
 
 
-def load(path: str, limits: RecordLimits, engine: str = "auto") -> Loaded:
+def load(path: str, limits: RecordLimits, engine: str = "auto",
+         progress: TextIO | None = sys.stderr) -> Loaded:
+    """Read `path` once for the sweep (valid records, in arrival order)."""
     name = resolve(engine)
+    started = time.perf_counter()
+    if progress is not None:
+        print(f"sweep: loading {path} for the {name} engine ...", file=progress, flush=True)
+    loaded = _load(path, limits, name)
+    if progress is not None:
+        print(f"sweep: loaded {loaded.frame.height:,} valid records ({loaded.invalid:,} invalid) "
+              f"in {time.perf_counter() - started:.1f}s", file=progress, flush=True)
+    return loaded
+
+
+def _load(path: str, limits: RecordLimits, name: str) -> Loaded:
     if name == "polars":
         module = importlib.import_module(POLARS_MODULE)
         frame_in = module.load_records(path, limits)
@@ -72,13 +88,17 @@ def detect_events(loaded: Loaded, params: DetectionParams) -> list[BINEvent]:
 
 
 def read_records(path: str, limits: RecordLimits) -> tuple[list[ToolInvocation], int]:
-    """All valid records of `path` in arrival order, and the number of invalid ones."""
+    """All valid records of `path` in arrival order, and the number of invalid ones
+    (progress lines on stderr for large inputs)."""
     records: list[ToolInvocation] = []
     invalid = 0
-    for chunk in InputReader(path, 8192):
+    progress = Progress(input_size(path))
+    reader = InputReader(path, 8192)
+    for chunk in reader:
         parsed = parse_chunk(chunk, limits)
         records.extend(parsed.records)
         invalid += len(parsed.dead)
+        progress.update(reader.bytes_done, len(records) + invalid)
     return records, invalid
 
 

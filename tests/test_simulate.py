@@ -129,3 +129,12 @@ def test_cli_writes_file_and_truth(tmp_path: Path, capsys: pytest.CaptureFixture
     truth = orjson.loads(truth_path(out).read_bytes())
     assert truth["params"]["call_gap_s"] == [2, 5] and len(truth["pairs"]) == 5
     assert main(["simulate", "--out", str(out), "--noise-rate", "2"]) == 2
+
+
+def test_readme_documents_every_simulator_parameter() -> None:
+    import dataclasses
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Simulator", 1)[1].split("\n## ", 1)[0]
+    for f in dataclasses.fields(SimParams):
+        assert f"`{f.name}`" in section, f.name
