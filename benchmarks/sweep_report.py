@@ -23,7 +23,7 @@ def write_report(out_dir: Path, summary: pl.DataFrame, rows: list[dict[str, Any]
     (out_dir / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
     written = ["summary.json", "meta.json"]
     if plots:
-        written += plot_sweep(out_dir, summary)
+        written += plot_sweep(out_dir, summary, with_paper=bool(meta.get("simulated")))
     (out_dir / "summary.md").write_text(markdown(summary, meta, written))
     return [*written, "summary.md"]
 
@@ -128,7 +128,9 @@ def _paper_note(summary: pl.DataFrame, meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def plot_sweep(out_dir: Path, summary: pl.DataFrame) -> list[str]:
+def plot_sweep(out_dir: Path, summary: pl.DataFrame, with_paper: bool = True) -> list[str]:
+    """Precision/recall/F1, builds per session and delay by θ (the paper's dashed, for
+    simulated data only)."""
     plt = pyplot()
     windows = summary["window"].unique(maintain_order=True).to_list()
     paper = pl.DataFrame(list(PAPER_SWEEP))
@@ -137,8 +139,9 @@ def plot_sweep(out_dir: Path, summary: pl.DataFrame) -> list[str]:
         rows = summary.filter(pl.col("window") == window).sort("theta")
         for metric, color in zip(METRICS, ("tab:blue", "tab:orange", "tab:green"), strict=True):
             ax.plot(rows["theta"], rows[metric], marker="o", color=color, label=metric)
-            ax.plot(paper["theta"], paper[metric], linestyle="--", color=color, alpha=0.5,
-                    label=f"paper {metric}")
+            if with_paper:
+                ax.plot(paper["theta"], paper[metric], linestyle="--", color=color, alpha=0.5,
+                        label=f"paper {metric}")
         ax.set_title(f"window {window}")
         ax.set_xticks(rows["theta"].to_list())
         ax.set_xlabel("θ")
@@ -152,9 +155,11 @@ def plot_sweep(out_dir: Path, summary: pl.DataFrame) -> list[str]:
     first = summary.filter(pl.col("window") == windows[0]).sort("theta")
     ax.plot(first["theta"], first["slices_per_session"], marker="x", linestyle=":",
             label="slices reaching θ")
-    ax.plot(paper["theta"], paper["builds_per_session"], linestyle="--", color="gray",
-            label="paper builds/session")
+    if with_paper:
+        ax.plot(paper["theta"], paper["builds_per_session"], linestyle="--", color="gray",
+                label="paper builds/session")
     ax.set_yscale("log")
+    ax.set_xticks(first["theta"].to_list())
     ax.set_xlabel("θ")
     ax.set_ylabel("per session")
     ax.legend(fontsize=7)
@@ -163,6 +168,7 @@ def plot_sweep(out_dir: Path, summary: pl.DataFrame) -> list[str]:
     for window in windows:
         rows = summary.filter(pl.col("window") == window).sort("theta")
         ax.plot(rows["theta"], rows["delay_sessions_median"], marker="o", label=window)
+    ax.set_xticks(first["theta"].to_list())
     ax.set_xlabel("θ")
     ax.set_ylabel("median detection delay (sessions)")
     ax.legend(fontsize=7)
