@@ -179,7 +179,11 @@ def summarise(runs: list[EngineRun], state: list[EngineRun]) -> dict[str, Any]:
     big, small = (max(state, key=lambda r: r.records), min(state, key=lambda r: r.records))
     rss_ratio = ((big.peak_rss_tree_mb or big.peak_rss_max_process_mb)
                  / (small.peak_rss_tree_mb or small.peak_rss_max_process_mb))
-    return {"engines": rows, "same_events": agree, "state": [asdict(r) for r in state],
+    by_name = {r.name: r for r in runs}
+    two_vs_one = (round(by_name["bytewax-2p"].records_per_s / by_name["bytewax-1w"].records_per_s,
+                        3) if {"bytewax-2p", "bytewax-1w"} <= set(by_name) else None)
+    return {"engines": rows, "same_events": agree, "bytewax_2p_over_1w": two_vs_one,
+            "state": [asdict(r) for r in state],
             "state_rss_ratio": round(rss_ratio, 3), "cpu_count": os.cpu_count(),
             "load_avg_1m": round(os.getloadavg()[0], 2)}
 
@@ -195,6 +199,7 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{r['records_per_s']:,.0f} | {r['ratio_to_reference']:.2f} | "
                      f"{r['peak_rss_tree_mb']} | {r['peak_rss_max_process_mb']} | {r['events']} |")
     lines += ["", f"All engines fired the same events: {'yes' if result['same_events'] else 'NO'}.",
+              f"Bytewax 2 processes / 1 worker: {result['bytewax_2p_over_1w']}.",
               "", "## Bounded state (bytewax, 1 worker, every record a new key)", "",
               "| records = distinct keys | wall s | records/s | peak RSS tree MB | "
               "peak RSS max process MB |", "|---|---|---|---|---|"]

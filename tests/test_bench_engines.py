@@ -18,7 +18,7 @@ def test_engines_bench_runs_every_engine_and_checks_agreement(tmp_path: Path) ->
     result = orjson.loads((out / "engines.json").read_bytes())
     names = [r["name"] for r in result["engines"]]
     assert names[0] == "reference" and {"bytewax-1w", "bytewax-2p"} <= set(names)
-    assert result["same_events"] is True
+    assert result["same_events"] is True and result["bytewax_2p_over_1w"] > 0
     for row in result["engines"]:
         assert row["exit_code"] == 0 and row["records"] == 20000 and row["events"] > 0
         assert row["records_per_s"] > 0 and row["peak_rss_max_process_mb"] > 10
