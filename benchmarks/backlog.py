@@ -316,19 +316,23 @@ def growth_verdict(closed: list[dict[str, Any]], opened: list[dict[str, Any]]) -
 
 
 def report(out_dir: Path, base: BacklogParams, runs: int, seed: int,
-           progress: Any = sys.stderr) -> dict[str, Any]:
+           progress: bool = True) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+
+    def say(text: str) -> None:
+        if progress:
+            print(f"backlog: {text} ({time.perf_counter() - started:.1f}s)", file=sys.stderr,
+                  flush=True)
+
     default = summarise(simulate(base, runs, seed), min(100, base.sessions))
-    print(f"backlog: default parameters done ({time.perf_counter() - started:.1f}s)",
-          file=progress, flush=True)
+    say("default parameters done")
     rows = grid(base, runs, seed)
-    print(f"backlog: grid done ({time.perf_counter() - started:.1f}s)", file=progress, flush=True)
+    say("grid done")
     closed = growth(base, max(50, runs // 4), seed)
     open_base = replace(base, new_pairs_per_session=0.5)
     opened = growth(open_base, max(50, runs // 4), seed)
-    print(f"backlog: growth done ({time.perf_counter() - started:.1f}s)", file=progress,
-          flush=True)
+    say("growth done")
     result = {"params": asdict(base), "runs": runs, "seed": seed, "default": default,
               "grid": rows, "growth_closed": closed, "growth_open": opened,
               "growth_open_params": asdict(open_base)}

@@ -146,9 +146,10 @@ def generate(path: Path, profile: str, records: int, seed: int) -> float:
 
 
 def bench(out_dir: Path, records: int, state_records: tuple[int, int], work: Path,
-          seed: int = 0, progress: Any = sys.stderr) -> dict[str, Any]:
+          seed: int = 0, progress: bool = True) -> dict[str, Any]:
     def say(text: str) -> None:
-        print(f"bench engines: {text}", file=progress, flush=True)
+        if progress:
+            print(f"bench engines: {text}", file=sys.stderr, flush=True)
 
     bulk = work / f"bulk-{records}.jsonl"
     say(f"generated {bulk.name} in {generate(bulk, 'bulk', records, seed):.1f}s")

@@ -14,7 +14,7 @@ import importlib.util
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 import polars as pl
 
@@ -56,16 +56,16 @@ def resolve(engine: str) -> str:
 
 
 def load(path: str, limits: RecordLimits, engine: str = "auto",
-         progress: TextIO | None = sys.stderr) -> Loaded:
+         progress: bool = True) -> Loaded:
     """Read `path` once for the sweep (valid records, in arrival order)."""
     name = resolve(engine)
     started = time.perf_counter()
-    if progress is not None:
-        print(f"sweep: loading {path} for the {name} engine ...", file=progress, flush=True)
+    if progress:
+        print(f"sweep: loading {path} for the {name} engine ...", file=sys.stderr, flush=True)
     loaded = _load(path, limits, name)
-    if progress is not None:
+    if progress:
         print(f"sweep: loaded {loaded.frame.height:,} valid records ({loaded.invalid:,} invalid) "
-              f"in {time.perf_counter() - started:.1f}s", file=progress, flush=True)
+              f"in {time.perf_counter() - started:.1f}s", file=sys.stderr, flush=True)
     return loaded
 
 
@@ -92,7 +92,7 @@ def read_records(path: str, limits: RecordLimits) -> tuple[list[ToolInvocation],
     (progress lines on stderr for large inputs)."""
     records: list[ToolInvocation] = []
     invalid = 0
-    progress = Progress(input_size(path))
+    progress = Progress(input_size(path), out=sys.stderr)
     reader = InputReader(path, 8192)
     for chunk in reader:
         parsed = parse_chunk(chunk, limits)

@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 import polars as pl
 
@@ -162,7 +162,7 @@ def _slices_per_session(counted: pl.DataFrame, thetas: Sequence[int],
 
 
 def run_sweep(loaded: Loaded, plan: SweepPlan, truth: pl.DataFrame,
-              progress: TextIO | None = sys.stderr) -> pl.DataFrame:
+              progress: bool = True) -> pl.DataFrame:
     """Run the engine for each (window, θ) of the plan and score the events."""
     runs: list[tuple[DetectionParams, list[BINEvent], float]] = []
     all_runs = plan.runs()
@@ -171,10 +171,10 @@ def run_sweep(loaded: Loaded, plan: SweepPlan, truth: pl.DataFrame,
         begun = time.perf_counter()
         events = detect_events(loaded, params)
         runs.append((params, events, time.perf_counter() - begun))
-        if progress is not None:
+        if progress:
             print(f"sweep: {index}/{len(all_runs)} window {params.window} theta {params.theta}: "
                   f"{len(events)} events ({time.perf_counter() - started:.1f}s)",
-                  file=progress, flush=True)
+                  file=sys.stderr, flush=True)
     return score(loaded.frame, truth, plan, runs)
 
 

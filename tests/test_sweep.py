@@ -53,7 +53,7 @@ def _sweep(path: Path, windows: tuple[str, ...], thetas: tuple[int, ...],
     loaded = load(str(path), DEFAULT_LIMITS)
     plan = SweepPlan(thetas, tuple(WindowSpec.parse(w) for w in windows), DetectionParams())
     keys, _ = resolve_truth(TruthSpec.parse(truth), str(path), loaded.frame, plan.base)
-    rows = summary_rows(run_sweep(loaded, plan, keys, progress=None))
+    rows = summary_rows(run_sweep(loaded, plan, keys, progress=False))
     return {(r["window"], r["theta"]): r for r in rows}
 
 
