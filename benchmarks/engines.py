@@ -145,21 +145,37 @@ def generate(path: Path, profile: str, records: int, seed: int) -> float:
     return time.perf_counter() - started
 
 
+def median_run(runs: list[EngineRun]) -> EngineRun:
+    """The run of median wall time, with the highest peak RSS seen in any of them."""
+    ordered = sorted(runs, key=lambda r: r.wall_s)
+    middle = ordered[(len(ordered) - 1) // 2]
+    trees = [r.peak_rss_tree_mb for r in runs if r.peak_rss_tree_mb is not None]
+    return EngineRun(**{**asdict(middle),
+                        "peak_rss_tree_mb": max(trees) if trees else None,
+                        "peak_rss_max_process_mb": max(r.peak_rss_max_process_mb for r in runs),
+                        "exit_code": max(r.exit_code for r in runs)})
+
+
 def bench(out_dir: Path, records: int, state_records: tuple[int, int], work: Path,
-          seed: int = 0, progress: bool = True) -> dict[str, Any]:
+          seed: int = 0, progress: bool = True, rounds: int = 1) -> dict[str, Any]:
+    """Run every engine `rounds` times, round-robin (so that a change of machine load
+    hits all engines alike), and keep each engine's median run."""
     def say(text: str) -> None:
         if progress:
             print(f"bench engines: {text}", file=sys.stderr, flush=True)
 
     bulk = work / f"bulk-{records}.jsonl"
     say(f"generated {bulk.name} in {generate(bulk, 'bulk', records, seed):.1f}s")
-    runs = []
-    for name, flags in engine_commands(polars_engine_available()).items():
-        say(f"running {name} on {records:,} records ...")
-        run = measure(name, flags, bulk, work, records)
-        say(f"{name}: {run.records_per_s:,.0f} records/s, peak RSS {run.peak_rss_tree_mb} MB "
-            f"(tree), {run.events} events, exit {run.exit_code}")
-        runs.append(run)
+    commands = engine_commands(polars_engine_available())
+    all_runs: dict[str, list[EngineRun]] = {name: [] for name in commands}
+    for round_no in range(1, rounds + 1):
+        for name, flags in commands.items():
+            say(f"round {round_no}/{rounds}: running {name} on {records:,} records ...")
+            run = measure(name, flags, bulk, work, records)
+            say(f"{name}: {run.records_per_s:,.0f} records/s, peak RSS {run.peak_rss_tree_mb} "
+                f"MB (tree), {run.events} events, exit {run.exit_code}")
+            all_runs[name].append(run)
+    runs = [median_run(found) for found in all_runs.values()]
     state = []
     for count in state_records:
         path = work / f"distinct-{count}.jsonl"
@@ -167,7 +183,9 @@ def bench(out_dir: Path, records: int, state_records: tuple[int, int], work: Pat
         say(f"running bytewax-1w on {count:,} distinct keys ...")
         state.append(measure("bytewax-1w", engine_commands(False)["bytewax-1w"], path, work,
                              count))
-    result = summarise(runs, state)
+    result = {**summarise(runs, state), "rounds": rounds,
+              "all_rounds": {name: [r.records_per_s for r in found]
+                             for name, found in all_runs.items()}}
     write(out_dir, result)
     return result
 
@@ -192,7 +210,8 @@ def summarise(runs: list[EngineRun], state: list[EngineRun]) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     lines = ["# Engines: same file, one run", "",
              f"Machine: {result['cpu_count']} CPUs, 1-minute load average "
-             f"{result['load_avg_1m']} at the end (other jobs share it: read the ratios).", "",
+             f"{result['load_avg_1m']} at the end (other jobs share it: read the ratios). "
+             f"Each engine ran {result['rounds']} time(s), round-robin; median shown.", "",
              "| engine | records | wall s | records/s | ratio to reference | peak RSS tree MB | "
              "peak RSS max process MB | events |", "|---|---|---|---|---|---|---|---|"]
     for r in result["engines"]:
@@ -230,19 +249,24 @@ def register_bench(subparsers: Any) -> None:
                         help="keep generated inputs here (reused when present); default: a "
                              "temporary folder removed at the end")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every engine this many times, round-robin; report the median")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     sizes = tuple(int(v) for v in args.state_records.split(","))
-    if len(sizes) != 2 or min(sizes) < 1 or args.records < 1:
-        raise ValueError("--records >= 1 and --state-records BIG,SMALL are required")
+    if len(sizes) != 2 or min(sizes) < 1 or args.records < 1 or args.rounds < 1:
+        raise ValueError("--records >= 1, --rounds >= 1 and --state-records BIG,SMALL are "
+                         "required")
     out = Path(args.out)
     if args.workdir:
         Path(args.workdir).mkdir(parents=True, exist_ok=True)
-        result = bench(out, args.records, (sizes[0], sizes[1]), Path(args.workdir), args.seed)
+        result = bench(out, args.records, (sizes[0], sizes[1]), Path(args.workdir), args.seed,
+                       rounds=args.rounds)
     else:
         with tempfile.TemporaryDirectory(prefix="binloop-bench-") as tmp:
-            result = bench(out, args.records, (sizes[0], sizes[1]), Path(tmp), args.seed)
+            result = bench(out, args.records, (sizes[0], sizes[1]), Path(tmp), args.seed,
+                           rounds=args.rounds)
     print(markdown(result))
     return 0 if all(r["exit_code"] == 0 for r in result["engines"]) else 1

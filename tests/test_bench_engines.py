@@ -14,11 +14,13 @@ from binloop.cli import main
 def test_engines_bench_runs_every_engine_and_checks_agreement(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main(["bench", "engines", "--records", "20000", "--state-records", "4000,400",
-                 "--out", str(out), "--workdir", str(tmp_path / "work")]) == 0
+                 "--out", str(out), "--workdir", str(tmp_path / "work"), "--rounds", "2"]) == 0
     result = orjson.loads((out / "engines.json").read_bytes())
     names = [r["name"] for r in result["engines"]]
     assert names[0] == "reference" and {"bytewax-1w", "bytewax-2p"} <= set(names)
     assert result["same_events"] is True and result["bytewax_2p_over_1w"] > 0
+    assert result["rounds"] == 2
+    assert all(len(speeds) == 2 for speeds in result["all_rounds"].values())
     for row in result["engines"]:
         assert row["exit_code"] == 0 and row["records"] == 20000 and row["events"] > 0
         assert row["records_per_s"] > 0 and row["peak_rss_max_process_mb"] > 10
