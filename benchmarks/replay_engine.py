@@ -72,7 +72,8 @@ def load(path: str, limits: RecordLimits, engine: str = "auto",
 def _load(path: str, limits: RecordLimits, name: str) -> Loaded:
     if name == "polars":
         module = importlib.import_module(POLARS_MODULE)
-        frame_in = module.load_records(path, limits)
+        progress = Progress(input_size(path), out=sys.stderr)
+        frame_in = module.load_records(path, limits, on_progress=progress.update)
         return Loaded(name, metrics_frame_from_polars(frame_in), frame_in,
                       _invalid_of(frame_in))
     records, invalid = read_records(path, limits)
@@ -102,12 +103,18 @@ def read_records(path: str, limits: RecordLimits) -> tuple[list[ToolInvocation],
     return records, invalid
 
 
+def _session_key(session_id: object, is_int: bool) -> str:
+    """A session id as text that keeps int 1 and string "1" apart (they are different)."""
+    return ("i:" if is_int else "s:") + str(session_id)
+
+
 def metrics_frame(records: list[ToolInvocation]) -> pl.DataFrame:
-    """The metric columns of records (session ids as text: they may be int or str)."""
+    """The metric columns of records (`session` as `i:<int>` or `s:<text>`)."""
     return pl.DataFrame({
         "row": pl.int_range(0, len(records), eager=True),
         "id": [r["id"] for r in records],
-        "session": [str(r["session_id"]) for r in records],
+        "session": [_session_key(r["session_id"], type(r["session_id"]) is int)
+                    for r in records],
         "ts": [r["ts"] for r in records],
         "tool": [r["tool"] for r in records],
         "failure_mode": [r["failure_mode"] for r in records],
@@ -119,9 +126,15 @@ def metrics_frame(records: list[ToolInvocation]) -> pl.DataFrame:
 def metrics_frame_from_polars(frame: Any) -> pl.DataFrame:
     """The metric columns of the polars engine's loaded frame."""
     data = frame if isinstance(frame, pl.DataFrame) else getattr(frame, "frame", frame)
+    session = pl.col("session_id").cast(pl.String)
+    if "session_int" in data.columns:
+        session = pl.concat_str([pl.when(pl.col("session_int")).then(pl.lit("i:"))
+                                 .otherwise(pl.lit("s:")), session])
+    else:
+        session = pl.concat_str([pl.lit("i:"), session])
     return data.select(
         row=pl.int_range(0, pl.len()), id=pl.col("id"),
-        session=pl.col("session_id").cast(pl.String), ts=pl.col("ts").cast(pl.Int64),
+        session=session, ts=pl.col("ts").cast(pl.Int64),
         tool=pl.col("tool"), failure_mode=pl.col("failure_mode"), outcome=pl.col("outcome"))
 
 

@@ -49,16 +49,17 @@ def hand_file(tmp_path: Path) -> Path:
 
 
 def _sweep(path: Path, windows: tuple[str, ...], thetas: tuple[int, ...],
-           truth: str = "auto") -> dict[tuple[str, int], dict[str, Any]]:
-    loaded = load(str(path), DEFAULT_LIMITS)
+           truth: str = "auto", engine: str = "auto") -> dict[tuple[str, int], dict[str, Any]]:
+    loaded = load(str(path), DEFAULT_LIMITS, engine, progress=False)
     plan = SweepPlan(thetas, tuple(WindowSpec.parse(w) for w in windows), DetectionParams())
     keys, _ = resolve_truth(TruthSpec.parse(truth), str(path), loaded.frame, plan.base)
     rows = summary_rows(run_sweep(loaded, plan, keys, progress=False))
     return {(r["window"], r["theta"]): r for r in rows}
 
 
-def test_metrics_of_a_hand_made_stream(hand_file: Path) -> None:
-    rows = _sweep(hand_file, ("session", "global"), (2, 3))
+@pytest.mark.parametrize("engine", ["reference", "polars"])
+def test_metrics_of_a_hand_made_stream(hand_file: Path, engine: str) -> None:
+    rows = _sweep(hand_file, ("session", "global"), (2, 3), engine=engine)
     s2 = rows[("session", 2)]  # fires a (row 2) and d (row 8); b never twice in a session
     assert (s2["fired"], s2["tp"], s2["fp"], s2["fn"]) == (2, 1, 1, 1)
     assert (s2["precision"], s2["recall"], s2["f1"]) == (0.5, 0.5, 0.5)
@@ -74,6 +75,27 @@ def test_metrics_of_a_hand_made_stream(hand_file: Path) -> None:
     assert (g3["delay_records_mean"], g3["delay_sessions_mean"]) == (5, 1.5)
     s3 = rows[("session", 3)]
     assert (s3["fired"], s3["precision"], s3["recall"], s3["f1"]) == (0, None, 0.0, 0.0)
+
+
+def test_int_and_text_session_ids_are_different_sessions(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    lines = [orjson.dumps({"session_id": sid, "ts": 1_600_000_000_000 + i, "tool": "t",
+                           "failure_mode": "ARGS.x", "outcome": "failure", "args": {"i": i}})
+             for i, sid in enumerate([1, "1", 1, "1"])]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    for engine in ("reference", "polars"):
+        row = _sweep(path, ("session",), (2,), truth="sessions:2", engine=engine)[("session", 2)]
+        assert (row["positives"], row["fired"], row["builds_per_session"]) == (1, 1, 0.5)
+
+
+def test_reference_and_polars_sweeps_agree(tmp_path: Path) -> None:
+    path = tmp_path / "sim.jsonl"
+    write_simulation(SimParams(sessions=200, pairs=15, seed=11), path)
+    windows = ("session", "global", "sliding:20m")
+    rows = [_sweep(path, windows, (2, 3, 5), engine=engine) for engine in ("reference", "polars")]
+    for row in (*rows[0].values(), *rows[1].values()):
+        row.pop("engine_s")
+    assert rows[0] == rows[1]
 
 
 def test_truth_from_the_data(hand_file: Path) -> None:
