@@ -13,6 +13,8 @@ from binloop.config import ConfigError
 COMMAND_MODULES = (
     "binloop.commands.detect",
     "binloop.commands.config_cmd",
+    "binloop.commands.simulate",
+    "binloop.commands.sweep",
     "binloop.commands.run",
     "binloop.commands.publish",
     "binloop.commands.nats_server",

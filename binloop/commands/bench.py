@@ -1,7 +1,8 @@
 """`binloop bench <name>`: the benchmarks of `benchmarks/`, one module per benchmark.
 
 Each module listed in `BENCHES` defines `register_bench(subparsers)`, which adds its
-sub-command with `set_defaults(func=...)`.
+sub-command with `set_defaults(func=...)`. To add a benchmark (e.g. `bench nats`), write
+`benchmarks/<name>.py` with that function and list it here.
 """
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ import importlib
 from typing import Any
 
 BENCHES = (
+    "benchmarks.engines",
+    "benchmarks.backlog",
+    "benchmarks.coupon",
     "benchmarks.nats_bench",
 )
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "bench", help="benchmarks (bench nats: the live job on NATS JetStream)",
-        description="Run a benchmark; each writes JSON and a Markdown table to --out.")
+        "bench", help="benchmarks: engines throughput/RSS, backlog policies, coupon check, "
+                 "the live job on NATS",
+        description="Run a benchmark; each writes JSON, a Markdown table (and plots) to --out.")
     benches = parser.add_subparsers(dest="bench", required=True, metavar="BENCH")
     for name in BENCHES:
         importlib.import_module(name).register_bench(benches)
