@@ -90,9 +90,14 @@ async def connect(url: str, name: str, connect_timeout_s: float = 30.0,
             reconnect_time_wait=0.25, connect_timeout=2, ping_interval=5,
             max_outstanding_pings=2, error_cb=_quiet_error_cb, **options), connect_timeout_s)
     except (asyncio.TimeoutError, OSError) as exc:
-        raise ConnectionError(f"cannot connect to NATS at {url} within "
+        raise ConnectionError(f"cannot connect to NATS at {redact_url(url)} within "
                               f"{connect_timeout_s:g}s ({exc or 'timed out'})") from None
     return nc
+
+
+def redact_url(url: str) -> str:
+    """The server URL(s) without credentials (`nats://user:secret@host` -> `nats://***@host`)."""
+    return re.sub(r"(?<=://)[^@/,]*@", "***@", url)
 
 
 async def ensure_stream(js: JetStreamContext, spec: StreamSpec, manage: bool = True) -> StreamInfo:

@@ -63,3 +63,11 @@ def test_subject_layout() -> None:
     # partition 0 also reads whatever was stored unpartitioned
     assert partition_filters("telemetry", 0) == ["telemetry_p.0.>", "telemetry.>"]
     assert partition_filters("telemetry", 3) == ["telemetry_p.3.>"]
+
+
+def test_server_urls_are_shown_without_credentials() -> None:
+    from binloop.jetstream import redact_url
+
+    assert redact_url("nats://alice:s3cret@nats-1:4222,nats://tok@nats-2:4222") == \
+        "nats://***@nats-1:4222,nats://***@nats-2:4222"
+    assert redact_url("nats://127.0.0.1:4222") == "nats://127.0.0.1:4222"
