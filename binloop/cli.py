@@ -15,6 +15,9 @@ COMMAND_MODULES = (
     "binloop.commands.config_cmd",
     "binloop.commands.simulate",
     "binloop.commands.sweep",
+    "binloop.commands.run",
+    "binloop.commands.publish",
+    "binloop.commands.nats_server",
     "binloop.commands.bench",
 )
 
