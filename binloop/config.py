@@ -275,6 +275,11 @@ class Config:
                                "that doubles up to this (the most a message waits when the "
                                "stream is quiet)", groups=RUN, parse=parse_duration_ms,
                                show=_show_duration, metavar="DUR")
+    nats_client: str = setting("auto", "how the source reads JetStream: wire (binloop's lean "
+                               "reader of the NATS protocol, several times faster), nats-py, "
+                               "or auto (wire unless the server needs TLS or NKeys)",
+                               groups=RUN,
+                               parse=lambda t: _choice(t, ("auto", "wire", "nats-py")))
 
     def detection(self) -> DetectionParams:
         return DetectionParams(
