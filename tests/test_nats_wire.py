@@ -360,3 +360,44 @@ def test_one_connection_per_thread_and_url(nats_server: NatsServer) -> None:
     third = acquire_wire(nats_server.url, "c")
     assert third is not first and not third.conn.closed
     release_wire(third)
+
+
+async def _old_layout_stream(url: str) -> int:
+    """A stream partitioned by an earlier binloop (the session kept in the subject)."""
+    from nats.js.api import StreamConfig, SubjectTransform
+
+    from binloop.jetstream import ensure_telemetry_stream, telemetry_stream_spec
+    from binloop.publish import messages
+
+    nc = await connect(url, "test-old", 10)
+    try:
+        js = nc.jetstream(timeout=10)
+        dest = "telemetry_p.{{partition(2,2)}}.{{wildcard(1)}}.{{wildcard(2)}}"
+        await js.add_stream(StreamConfig(name="TELEMETRY", subjects=["telemetry.>"],
+                                         subject_transform=SubjectTransform("telemetry.*.*",
+                                                                            dest)))
+        for msg in messages([orjson.dumps({"i": i, "session_id": i % 3, "tool": f"t{i % 5}"})
+                             for i in range(40)]):
+            await js.publish(msg.subject, msg.payload, headers=msg.headers)
+        return await ensure_telemetry_stream(js, telemetry_stream_spec("TELEMETRY",
+                                                                       "telemetry", 8))
+    finally:
+        await nc.close()
+
+
+def test_a_stream_of_the_earlier_layout_is_read_whole(nats_server: NatsServer) -> None:
+    from binloop.subjects import partition_filters
+
+    assert run(_old_layout_stream(nats_server.url)) == 2  # the stream keeps its own count
+    conn = WireConnection(nats_server.url, "test")
+    try:
+        read: list[int] = []
+        for partition in range(2):
+            consumer = WireOrderedConsumer(conn, "TELEMETRY",
+                                           partition_filters("telemetry", partition), 0, "p")
+            got = drain(consumer, lambda d, c=consumer: c.caught_up() and d.messages > 0)
+            read += numbers(got.items)
+            consumer.close()
+    finally:
+        conn.close()
+    assert sorted(read) == list(range(40))

@@ -59,7 +59,7 @@ def test_subject_layout() -> None:
         "bin.events.get%20user.ARGS.bad_total"
     src, dest = partition_transform("telemetry", 8)
     assert src == "telemetry.*.*"
-    assert dest == "telemetry_p.{{partition(8,2)}}.{{wildcard(1)}}.{{wildcard(2)}}"
+    assert dest == "telemetry_p.{{partition(8,2)}}.{{wildcard(2)}}"
     # partition 0 also reads whatever was stored unpartitioned
     assert partition_filters("telemetry", 0) == ["telemetry_p.0.>", "telemetry.>"]
     assert partition_filters("telemetry", 3) == ["telemetry_p.3.>"]
