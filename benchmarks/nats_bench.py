@@ -360,7 +360,7 @@ def run_latency(url: str, args: BenchArgs, warmup_s: float = 1.0) -> dict[str, A
         job.wait(60)
         log.close()
     return {"rate_target": args.rate, "rate_achieved": achieved,
-            "settings": {"partitions": args.partitions, "shards": config.shards,
+            "settings": {"partitions": args.partitions, "shards": config.shard_count(),
                          "source_poll_ms": config.source_poll},
             **latency_figures(sent_at, events.arrived, started + warmup_s)}
 

@@ -45,11 +45,13 @@ def add_detector(
     message with an unknown envelope); they are dead-lettered and counted as invalid.
     """
     params = config.detection()
-    parsed = parse_telemetry("parse", chunks, params, config.record_limits(), config.shards)
+    parsed = parse_telemetry("parse", chunks, params, config.record_limits(),
+                             config.shard_count())
     shard_inputs: op.KeyedStream[Any] = parsed.oks
     if controls is not None:
         shard_inputs = op.merge("with_controls", parsed.oks, controls)
-    detected: DetectOut = detect_friction("detect", shard_inputs, params, config.shards)
+    detected: DetectOut = detect_friction("detect", shard_inputs, params,
+                                          config.shard_count())
     dead, stats = parsed.errs, parsed.stats
     if rejects is not None:
         dead = op.merge("with_source_rejects", dead, rejects)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+import orjson
 
 from binloop.config import Config, add_arguments, load_config
 
@@ -40,6 +43,40 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+STORE_META = "binloop-store.json"
+# Stores written before binloop noted its shard count used the default of then.
+LEGACY_STORE_SHARDS = 64
+
+
+def store_shards(config: Config) -> int:
+    """The shard count to run with: the recovery store's own (noted in the store when
+    it is first used), else `--shards`, else the default. A store written by an
+    earlier binloop, which did not note it, used 64."""
+    from binloop.config import ConfigError
+
+    wanted = config.shards
+    if not config.recovery_dir:
+        return config.shard_count()
+    store = Path(config.recovery_dir)
+    meta = store / STORE_META
+    stored: int | None = None
+    if meta.is_file():
+        stored = int(orjson.loads(meta.read_bytes())["shards"])
+    elif any(store.glob("part-*.sqlite3")):
+        stored = LEGACY_STORE_SHARDS
+    if stored is not None and wanted is not None and wanted != stored:
+        raise ConfigError(f"the recovery store {store} holds state in {stored} shards, not "
+                          f"--shards {wanted}: resume with --shards {stored} (or auto), or "
+                          "start a new store")
+    shards = stored or config.shard_count()
+    if not meta.is_file():
+        store.mkdir(parents=True, exist_ok=True)
+        tmp = meta.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps({"shards": shards}))
+        os.replace(tmp, meta)
+    return shards
+
+
 def init_recovery_store(path: Path, partitions: int) -> None:
     """`python -m bytewax.recovery DIR N`, unless DIR already holds a store."""
     from bytewax.recovery import init_db_dir
@@ -59,6 +96,7 @@ def run_live(config: Config) -> Any:
 
     configure_logging()
     preflight(config)
+    config = config.replace(shards=store_shards(config))
     with tempfile.TemporaryDirectory(prefix="binloop-run-") as tmp:
         summary_path = Path(config.summary_out or Path(tmp) / "summary.json")
         config = config.replace(summary_out=str(summary_path))
