@@ -91,6 +91,10 @@ def set_context(**fields: Any) -> None:
     _context.update(fields)
 
 
+def clear_context() -> None:
+    _context.clear()
+
+
 def json_line(logger: str, msg: str, level: str = "info", **fields: Any) -> bytes:
     """A JSON log line written by a sink rather than through `logging` (dead letters)."""
     return orjson.dumps({"ts": _iso_ms(time.time()), "level": level, "logger": logger,
