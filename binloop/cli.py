@@ -13,6 +13,8 @@ from binloop.config import ConfigError
 COMMAND_MODULES = (
     "binloop.commands.detect",
     "binloop.commands.config_cmd",
+    "binloop.commands.build",
+    "binloop.commands.tools",
 )
 
 

@@ -116,6 +116,8 @@ def setting(
 
 DETECT = ("detect", "run", "sweep", "flow")
 RUN = ("run", "flow")
+BUILD = ("build", "run", "runner")
+TOOLS = ("tools", "run", "runner")
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,54 @@ class Config:
                                       parse=optional_text, metavar="FILE", flag=False)
     progress: bool = setting(True, "print progress on stderr for long inputs",
                              groups=("detect", "flow"), parse=parse_bool)
+    # Build runner, tool library, designers and sandbox (pipeline_runner).
+    library: str | None = setting(None, "tool library directory (manifest.json, tools/, audit/)",
+                                  groups=BUILD + TOOLS, parse=optional_text, metavar="DIR")
+    designer: str = setting("offline", "designer: offline | anthropic | openai | module:factory",
+                            groups=BUILD, metavar="NAME")
+    target: str = setting("python", "generated tool target: python | typescript", groups=BUILD,
+                          parse=lambda t: _choice(t, ("python", "typescript")), metavar="NAME")
+    control_log: str | None = setting(None, "append pause/reload/resume requests to this JSONL "
+                                      "(agent control without NATS)", groups=BUILD,
+                                      parse=optional_text, metavar="FILE")
+    design_timeout: int = setting(180_000, "time limit of the design stage (and of implement)",
+                                  groups=BUILD, parse=parse_duration_ms, show=_show_duration,
+                                  metavar="DUR")
+    check_timeout: int = setting(180_000, "wall-clock limit of each sandboxed lint/type-check",
+                                 groups=BUILD, parse=parse_duration_ms, show=_show_duration,
+                                 metavar="DUR")
+    test_timeout: int = setting(120_000, "wall-clock limit of the sandboxed acceptance tests",
+                                groups=BUILD, parse=parse_duration_ms, show=_show_duration,
+                                metavar="DUR")
+    pause_timeout: int = setting(10_000, "how long an agent may take to answer pause/resume",
+                                 groups=BUILD, parse=parse_duration_ms, show=_show_duration,
+                                 metavar="DUR")
+    sandbox_memory_mb: int = setting(4096, "address-space limit of a sandboxed command (node "
+                                     "needs >= 2048)", groups=BUILD, parse=positive_int,
+                                     metavar="MB")
+    sandbox_processes: int = setting(128, "process/thread limit of the sandbox user",
+                                     groups=BUILD, parse=positive_int, metavar="N")
+    toolchain_dir: str | None = setting(None, "cache of the TypeScript toolchain (default "
+                                        "~/.cache/binloop/toolchain)", groups=BUILD,
+                                        parse=optional_text, metavar="DIR")
+    typescript_version: str = setting("5.9.3", "typescript version installed into the cache",
+                                      groups=BUILD, metavar="VERSION")
+    llm_model: str | None = setting(None, "model of the anthropic/openai designer (default: "
+                                    "the designer's own)", groups=BUILD, parse=optional_text,
+                                    metavar="MODEL")
+    llm_base_url: str | None = setting(None, "base URL of the LLM API (e.g. a local "
+                                       "OpenAI-compatible server)", groups=BUILD,
+                                       parse=optional_text, metavar="URL")
+    llm_timeout: int = setting(120_000, "timeout of one LLM request", groups=BUILD,
+                               parse=parse_duration_ms, show=_show_duration, metavar="DUR")
+    llm_retries: int = setting(2, "retries of a failed or invalid LLM answer", groups=BUILD,
+                               parse=non_negative_int, metavar="N")
+    llm_max_tokens: int = setting(8192, "output token limit of one LLM answer", groups=BUILD,
+                                  parse=positive_int, metavar="N")
+    promote_after: int = setting(2, "successful uses that promote a probationary tool to stable",
+                                 groups=TOOLS + BUILD, parse=positive_int, metavar="N")
+    quarantine_after: int = setting(2, "failed uses that quarantine a probationary tool",
+                                    groups=TOOLS + BUILD, parse=positive_int, metavar="N")
 
     def detection(self) -> DetectionParams:
         return DetectionParams(
