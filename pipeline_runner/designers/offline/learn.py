@@ -85,6 +85,13 @@ def infer_schema(values: list[Any]) -> dict[str, Any]:
     return {}
 
 
+def loosen(schema: dict[str, Any]) -> dict[str, Any]:
+    """An object schema naming the known keys without constraining their values: the
+    input of a checker must accept exactly the wrong values it is there to catch."""
+    names = schema.get("properties", {}) if schema.get("type") == "object" else {}
+    return {"type": "object", "properties": dict.fromkeys(names, {})}
+
+
 def bump_identifier(value: str, step: int = 1) -> str:
     """Another identifier of the same kind: the numeric suffix moved by `step`."""
     match = re.match(r"^(.*?)(\d+)$", value)

@@ -219,7 +219,7 @@ def plan_args(ctx: Context) -> Plan:
         f"Rules learned from the failing calls: {rules}. For each rule report issues on the "
         "given args; repair sums by adjusting the last item, coerce types, swap refused "
         "values for given alternatives; re-check the repaired args.",
-        config, object_input(ctx.args_schema, extra_inputs), CHECK_OUTPUT, cases)
+        config, object_input(learn.loosen(ctx.args_schema), extra_inputs), CHECK_OUTPUT, cases)
 
 
 def _args_extra_cases(config: dict[str, Any], params: dict[str, Any],
@@ -452,7 +452,7 @@ def plan_syntax(ctx: Context) -> Plan:
         f"Fields {fields}. JSON: strip fences, fix quotes, Python literals, bare keys, "
         "trailing commas, close brackets. Expressions: normalise operators, drop trailing "
         "operators, balance parentheses. Text: drop control characters.",
-        config, object_input(ctx.args_schema, {}), CHECK_OUTPUT, cases[:20])
+        config, object_input(learn.loosen(ctx.args_schema), {}), CHECK_OUTPUT, cases[:20])
 
 
 def _set_generic(args: dict[str, Any], generic: str, value: str) -> dict[str, Any]:
