@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from pipeline_runner.designers.offline import OfflineDesigner
-from pipeline_runner.lifecycle import apply_telemetry
 from pipeline_runner.library import ToolLibrary
+from pipeline_runner.lifecycle import apply_telemetry
 from pipeline_runner.manifest import empty_manifest
 from pipeline_runner.runner import StageTimeouts
 from pipeline_runner.sandbox import detect_isolation

@@ -149,8 +149,8 @@ def test_environment_of_other_processes_is_out_of_reach(sandbox: Sandbox) -> Non
                 "    if pid.isdigit():\n        try:\n"
                 "            found.append(open(f'/proc/{pid}/environ', 'rb').read())\n"
                 "        except OSError:\n            pass\n"
-                f"print(any(b'tok-should-never-leak' in f for f in found), "
-                f"len(os.listdir('/proc')))\n"
+                "print(any(b'tok-should-never-leak' in f for f in found), "
+                "len(os.listdir('/proc')))\n"
                 "print(os.listdir('/root') if os.path.isdir('/root') else 'no /root')\n")
         result = sandbox.run([*PY, code])
     finally:

@@ -89,7 +89,7 @@ def loosen(schema: dict[str, Any]) -> dict[str, Any]:
     """An object schema naming the known keys without constraining their values: the
     input of a checker must accept exactly the wrong values it is there to catch."""
     names = schema.get("properties", {}) if schema.get("type") == "object" else {}
-    return {"type": "object", "properties": dict.fromkeys(names, {})}
+    return {"type": "object", "properties": {key: {} for key in names}}
 
 
 def bump_identifier(value: str, step: int = 1) -> str:
