@@ -8,6 +8,7 @@ and client goes through :func:`parse_record`; anything it rejects becomes a
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -28,7 +29,12 @@ DEFAULT_MAX_FUTURE_SKEW_MS: Final = 24 * 3600 * 1000
 # be materialised as a Python object graph).
 LINE_MAX_BYTES: Final = 1 << 20
 
+_VALID_MODES: dict[tuple[str, frozenset[str]], str] = {}
+_VALID_MODES_MAX: Final = 4096
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_HEX64_LOWER = re.compile(r"[0-9a-f]{64}")
+_FIELDS: Final = frozenset({"id", "session_id", "ts", "tool", "args", "outcome", "duration_ms",
+                            "failure_mode", "agent_id", "error"})
 _MODE_LEVEL = re.compile(r"[A-Za-z0-9_\-]+")
 
 Outcome = Literal["success", "failure", "timeout", "cancelled"]
@@ -106,16 +112,64 @@ def parse_record(raw: bytes | str, limits: RecordLimits = DEFAULT_LIMITS) -> Too
         raise InvalidRecord(f"not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise InvalidRecord(f"not a JSON object but {type(obj).__name__}")
-    return validate_record(obj, limits)
+    return validate_record(obj, limits, encoded_size=len(raw))
 
 
-def validate_record(obj: dict[str, Any], limits: RecordLimits = DEFAULT_LIMITS) -> ToolInvocation:
-    """Validate and normalise an already-decoded record; raises :class:`InvalidRecord`."""
+def validate_record(obj: dict[str, Any], limits: RecordLimits = DEFAULT_LIMITS,
+                    encoded_size: int | None = None) -> ToolInvocation:
+    """Validate and normalise an already-decoded record; raises :class:`InvalidRecord`.
+
+    `encoded_size` (the JSON length of the whole record, when known) lets small records
+    skip re-encoding `args` to measure it.
+    """
+    if encoded_size is not None and encoded_size <= limits.args_max_bytes:
+        ready = _already_normal(obj, limits)
+        if ready is not None:
+            return ready
+    return _normalise(obj, limits, encoded_size)
+
+
+def _already_normal(obj: dict[str, Any], limits: RecordLimits) -> ToolInvocation | None:
+    """`obj` itself when it is exactly what `_normalise` would return, else None.
+
+    The hot path: telemetry written by our own client is already normal, and checking
+    that costs a fraction of building a new record. Anything unusual (a missing or
+    null optional field, an unknown key, an upper-case outcome, a failure mode not yet
+    seen) falls through to `_normalise`, which gives the reasons.
+    """
+    get = obj.get
+    ts, sid, tool = get("ts"), get("session_id"), get("tool")
+    mode, rid, duration = get("failure_mode", ""), get("id"), get("duration_ms", 0)
+    agent, error = get("agent_id", ""), get("error", "")
+    if not (
+        type(ts) is int and 0 <= ts <= _future_bound(limits.max_future_skew_ms)
+        and (type(sid) is int or (type(sid) is str and 0 < len(sid) <= TOOL_MAX_CHARS))
+        and type(tool) is str and 0 < len(tool) <= TOOL_MAX_CHARS
+        and type(get("args")) is dict and get("outcome") in OUTCOMES
+        and (mode is None or _VALID_MODES.get((mode, limits.taxonomy)) == mode)
+        and type(duration) is int and duration >= 0
+        and type(agent) is str and len(agent) <= STRING_FIELD_MAX_CHARS
+        and type(error) is str and len(error) <= STRING_FIELD_MAX_CHARS
+        and type(rid) is str and _HEX64_LOWER.fullmatch(rid)
+        and obj.keys() <= _FIELDS
+    ):
+        return None
+    return obj  # type: ignore[return-value]
+
+
+def _future_bound(max_future_skew_ms: int | None) -> float:
+    return math.inf if max_future_skew_ms is None else time.time() * 1000 + max_future_skew_ms
+
+
+def _normalise(obj: dict[str, Any], limits: RecordLimits,
+               encoded_size: int | None) -> ToolInvocation:
+    args_bound = limits.args_max_bytes
     rec: ToolInvocation = {
         "session_id": _session_id(obj.get("session_id")),
         "ts": _timestamp(obj.get("ts"), limits.max_future_skew_ms),
         "tool": _tool(obj.get("tool")),
-        "args": _args(obj.get("args", {}), limits.args_max_bytes),
+        "args": _args(obj.get("args"), args_bound, encoded_size is not None and
+                      encoded_size <= args_bound),
         "outcome": _outcome(obj.get("outcome")),
         "failure_mode": _failure_mode(obj.get("failure_mode"), limits.taxonomy),
     }
@@ -170,11 +224,13 @@ def _tool(value: Any) -> str:
     return value
 
 
-def _args(value: Any, max_bytes: int) -> dict[str, Any]:
+def _args(value: Any, max_bytes: int, known_small: bool) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise InvalidRecord(f"args must be a JSON object, got {type(value).__name__}")
+    if known_small:
+        return value
     encoded = orjson.dumps(value)
     if len(encoded) <= max_bytes:
         return value
@@ -183,6 +239,8 @@ def _args(value: Any, max_bytes: int) -> dict[str, Any]:
 
 
 def _outcome(value: Any) -> Outcome:
+    if value in OUTCOMES:
+        return value  # type: ignore[no-any-return]
     if value is None:
         raise InvalidRecord("missing field outcome")
     if not isinstance(value, str) or (lowered := value.lower()) not in OUTCOMES:
@@ -193,6 +251,18 @@ def _outcome(value: Any) -> Outcome:
 def _failure_mode(value: Any, taxonomy: frozenset[str]) -> str | None:
     if value is None:
         return None
+    # Failure modes repeat endlessly in a stream: remember the ones already validated.
+    cache_key = (value, taxonomy) if isinstance(value, str) else None
+    if cache_key is not None and (known := _VALID_MODES.get(cache_key)) is not None:
+        return known
+    mode = _check_failure_mode(value, taxonomy)
+    if len(_VALID_MODES) >= _VALID_MODES_MAX:
+        _VALID_MODES.clear()
+    _VALID_MODES[(value, taxonomy)] = mode
+    return mode
+
+
+def _check_failure_mode(value: Any, taxonomy: frozenset[str]) -> str:
     if not isinstance(value, str) or not value or len(value) > FAILURE_MODE_MAX_CHARS:
         raise InvalidRecord(
             f"failure_mode must be null or a string of 1-{FAILURE_MODE_MAX_CHARS} characters")

@@ -75,3 +75,58 @@ def test_oversized_line_rejected_before_parsing() -> None:
 def test_extra_failure_codes_extend_the_taxonomy() -> None:
     limits = RecordLimits(taxonomy=frozenset({"ARGS", "QUOTA"}))
     assert parse_record(line(failure_mode="quota.daily"), limits)["failure_mode"] == "QUOTA.daily"
+
+
+# The hot path (`_already_normal`) must never accept what the full validator would
+# change or reject.
+from typing import Any  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from binloop.schema import DEFAULT_LIMITS, _already_normal, _normalise  # noqa: E402
+
+ANY_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**62), st.text(max_size=5),
+                       st.floats(allow_nan=False))
+FIELD_VALUES: dict[str, Any] = {
+    "id": st.one_of(st.just("ab" * 32), st.just("AB" * 32), st.just("xy" * 32), ANY_SCALAR),
+    "session_id": st.one_of(st.integers(-3, 10), st.text(max_size=3), ANY_SCALAR),
+    "ts": st.one_of(st.integers(-1, 1_800_000_000_000), st.just(2**60), ANY_SCALAR),
+    "tool": st.one_of(st.text(max_size=4), st.just("x" * 257), ANY_SCALAR),
+    "args": st.one_of(st.dictionaries(st.text(max_size=3), st.integers()), ANY_SCALAR),
+    "outcome": st.sampled_from(["success", "FAILURE", "timeout", "cancelled", "nope", None, 3]),
+    "failure_mode": st.sampled_from([None, "ARGS.x", "args.x", "ARGS", "BAD.x", "ARGS..x", 5]),
+    "duration_ms": st.one_of(st.integers(-2, 10), ANY_SCALAR),
+    "agent_id": ANY_SCALAR,
+    "error": st.one_of(ANY_SCALAR, st.just("e" * 5000)),
+    "extra": ANY_SCALAR,
+}
+
+
+NORMAL = {**GOOD, "outcome": "failure", "failure_mode": "ARGS.x", "id": "ab" * 32,
+          "agent_id": "a"}
+
+
+@st.composite
+def records(draw: st.DrawFn) -> dict[str, Any]:
+    """A normal record with a few fields changed or removed."""
+    changed = draw(st.sets(st.sampled_from(sorted(FIELD_VALUES)), max_size=2))
+    removed = draw(st.sets(st.sampled_from(sorted(NORMAL)), max_size=1))
+    obj = {k: v for k, v in NORMAL.items() if k not in removed}
+    return {**obj, **{name: draw(FIELD_VALUES[name]) for name in changed}}
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None, max_examples=300)
+@given(records())
+def test_hot_path_agrees_with_the_full_validator(obj: dict[str, Any]) -> None:
+    for mode in ("ARGS.x", "ARGS"):  # make the failure-mode cache warm, as in a stream
+        _normalise({**GOOD, "failure_mode": mode}, DEFAULT_LIMITS, 100)
+    fast = _already_normal(obj, DEFAULT_LIMITS)
+    if fast is not None:
+        assert fast == _normalise(dict(obj), DEFAULT_LIMITS, 100)
+
+
+def test_hot_path_takes_normal_records() -> None:
+    _normalise(dict(NORMAL), DEFAULT_LIMITS, 100)
+    assert _already_normal(dict(NORMAL), DEFAULT_LIMITS) == NORMAL
+    assert _already_normal({**NORMAL, "outcome": "FAILURE"}, DEFAULT_LIMITS) is None

@@ -32,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
 
 def detect(config: Config) -> Any:
     """Run the configured engine on `config.input`; returns its RunSummary."""
+    from binloop.inputs import list_input_files
+
+    list_input_files(config.input or "")  # fail early and clearly on a bad path
     if config.engine == "reference":
         from binloop.reference import run_reference
 
