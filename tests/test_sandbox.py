@@ -113,21 +113,25 @@ def test_large_files_hit_the_file_size_limit(sandbox: Sandbox) -> None:
 @pytest.fixture
 def listener() -> Iterator[tuple[int, list[bytes]]]:
     server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.1)
     received: list[bytes] = []
+    stop = threading.Event()
 
     def accept() -> None:
-        try:
-            conn, _ = server.accept()
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
             received.append(conn.recv(100))
             conn.close()
-        except OSError:
-            pass
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     yield server.getsockname()[1], received
-    server.close()
+    stop.set()
     thread.join(timeout=5)
+    server.close()
 
 
 @needs_namespaces

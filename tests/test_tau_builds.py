@@ -40,6 +40,7 @@ def build_all(library_dir: Path, events: list[BINEvent], target: Any = None) -> 
     return results
 
 
+@pytest.mark.slow
 def test_every_tau_event_gets_a_python_tool(tmp_path: Path, tau_telemetry: Path) -> None:
     events = tau_events(tau_telemetry)
     assert {(e["tool"], e["failure_mode"]) for e in events} == EXPECTED
