@@ -232,6 +232,21 @@ class Config:
                                parse=non_negative_int, metavar="N")
     llm_max_tokens: int = setting(8192, "output token limit of one LLM answer", groups=BUILD,
                                   parse=positive_int, metavar="N")
+    build_workers: int = setting(1, "builds run at the same time (worker threads)",
+                                 groups=BUILD, parse=positive_int, metavar="N")
+    build_queue_max: int = setting(100, "events waiting for a build; more are deferred (their "
+                                   "key is re-armed after the back-off)", groups=BUILD,
+                                   parse=positive_int, metavar="N")
+    build_state_dir: str | None = setting(None, "durable build queue and re-arm schedule "
+                                          "(default <library>/.state)", groups=BUILD,
+                                          parse=optional_text, metavar="DIR")
+    rearm_backoff: int = setting(60_000, "a failed build re-arms its key after this, doubled "
+                                 "for each earlier failure of the key", groups=BUILD,
+                                 parse=non_negative_duration_ms, show=_show_duration,
+                                 metavar="DUR")
+    rearm_backoff_max: int = setting(3_600_000, "longest re-arm back-off", groups=BUILD,
+                                     parse=non_negative_duration_ms, show=_show_duration,
+                                     metavar="DUR")
     promote_after: int = setting(2, "successful uses that promote a probationary tool to stable",
                                  groups=TOOLS + BUILD, parse=positive_int, metavar="N")
     quarantine_after: int = setting(2, "failed uses that quarantine a probationary tool",

@@ -38,6 +38,7 @@ class StatusChange:
     old: str
     new: str
     answers: mf.Answers
+    arm_epoch: int = 0
     manifest_version: int = 0
 
 
@@ -67,7 +68,8 @@ def apply_use(manifest: mf.Manifest, rec: ToolInvocation, policy: Policy) -> Sta
     if entry["status"] == old:
         return None
     return StatusChange(entry["name"], entry["version"], old, entry["status"],
-                        dict(entry["answers"]))  # type: ignore[arg-type]
+                        dict(entry["answers"]),  # type: ignore[arg-type]
+                        entry.get("arm_epoch", 0))
 
 
 def apply_telemetry(library: ToolLibrary, records: Iterable[ToolInvocation],
@@ -99,5 +101,5 @@ def apply_telemetry(library: ToolLibrary, records: Iterable[ToolInvocation],
     written = library.update(change)
     if written is None:
         return []
-    return [StatusChange(c.name, c.version, c.old, c.new, c.answers, written["version"])
-            for c in changes]
+    return [StatusChange(c.name, c.version, c.old, c.new, c.answers, c.arm_epoch,
+                         written["version"]) for c in changes]

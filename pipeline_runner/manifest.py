@@ -9,7 +9,8 @@ Layout::
 A version's fields: `version`, `status` (probationary | stable | quarantined),
 `status_reason`, `target`, `path` (its directory, relative to the library), `entry`
 (the file a loader imports), `files` (relative path -> sha256), `created`,
-`uses` ({"ok", "failed"}), `event_id`, `designer`, `description`. The manifest
+`uses` ({"ok", "failed"}), `event_id` and `arm_epoch` of the BINEvent it was built
+from, `designer`, `description`. The manifest
 `version` goes up by one on every change; agents reload when it moves.
 """
 
@@ -47,6 +48,7 @@ class ToolVersion(TypedDict):
     uses: Uses
     recent_use_ids: list[str]
     event_id: str
+    arm_epoch: int
     designer: str
     description: str
 

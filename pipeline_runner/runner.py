@@ -210,6 +210,7 @@ class BuildRunner:
                     "path": f"tools/{design.name}/v{number}", "entry": self.target.entry,
                     "files": hashes, "created": mf.iso_now(), "uses": {"ok": 0, "failed": 0},
                     "recent_use_ids": [], "event_id": event["event_id"],
+                    "arm_epoch": event["arm_epoch"],
                     "designer": design.designer or self.designer.name,
                     "description": design.description}
 

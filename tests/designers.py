@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from typing import Any
 
@@ -71,3 +72,20 @@ def no_design(config: Any = None) -> NoDesignDesigner:
 
 def crashing(config: Any = None) -> CrashingDesigner:
     return CrashingDesigner()
+
+
+class BlockingOfflineDesigner(OfflineDesigner):
+    """The offline designer, holding every design until `RELEASE` is set."""
+
+    RELEASE = threading.Event()
+    STARTED: list[str] = []
+
+    def design(self, event: BINEvent, manifest: Manifest) -> Design:
+        self.STARTED.append(event["event_id"])
+        if not self.RELEASE.wait(120):
+            raise NoDesign("never released")
+        return super().design(event, manifest)
+
+
+def blocking_offline(config: Any = None) -> BlockingOfflineDesigner:
+    return BlockingOfflineDesigner(config)

@@ -25,7 +25,7 @@ def version_of(name: str, number: int, event_id: str = "e1") -> mf.ToolVersion:
     return {"version": number, "status": "probationary", "status_reason": "gated",
             "target": "python", "path": f"tools/{name}/v{number}", "entry": "tool.py",
             "files": {"tool.py": "x"}, "created": mf.iso_now(), "uses": {"ok": 0, "failed": 0},
-            "recent_use_ids": [], "event_id": event_id, "designer": "test",
+            "recent_use_ids": [], "event_id": event_id, "arm_epoch": 0, "designer": "test",
             "description": "a tool"}
 
 
