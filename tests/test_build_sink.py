@@ -29,7 +29,8 @@ def replay_flow(config: Config, service: BuildService) -> Dataflow:
 
 def test_builds_run_beside_the_dataflow_once_per_event(tmp_path: Path,
                                                        tau_telemetry: Path) -> None:
-    config = load_config({"input": str(tau_telemetry), "theta": "2", "library": str(tmp_path / "lib"),
+    config = load_config({"input": str(tau_telemetry), "theta": "2",
+                          "library": str(tmp_path / "lib"),
                           "designer": "tests.designers:blocking_offline", "build_workers": "2",
                           "dead_letter": str(tmp_path / "dead.jsonl")}, env={})
     results = LogResultSink()
