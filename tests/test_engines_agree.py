@@ -1,0 +1,124 @@
+"""The three engines agree: reference (the spec), polars, and the Bytewax flow.
+
+On random streams (every window kind, theta 1..5, mode_level None/1, small evidence_max,
+out-of-order ts, interleaved int and str sessions, exact duplicates, invalid lines) they
+must give the same events (content, and order per key), dead letters, late records and
+counters.
+
+Disorder and the Bytewax flow: the detector drops idle windows against its clock (newest
+ts seen), which is invisible only while no record arrives more than `allowed_lateness`
+behind that clock. The flow runs one detector per state shard, each with its own clock,
+so the streams given to it keep their disorder within `allowed_lateness`. The polars
+engine reproduces the single detector's clock exactly, so it is held to the reference on
+any disorder (lag far beyond `allowed_lateness`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from binloop.config import Config
+from binloop.detection import Detector, DetectorStats
+from binloop.ingest import parse_item
+from binloop.polars_engine import detect_rows
+from binloop.polars_frame import records_frame
+from binloop.schema import InvalidRecord, ToolInvocation
+from tests.engine_runs import (
+    engine_config,
+    run_bytewax_on,
+    run_polars_on,
+    run_reference_on,
+    same_as_reference,
+)
+from tests.strategies import detection_settings, telemetry_lines
+
+FAST = settings(max_examples=150, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FILES = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+BYTEWAX = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def valid_records(lines: list[bytes]) -> list[ToolInvocation]:
+    records = []
+    for line in lines:
+        try:
+            records.append(parse_item(line))
+        except InvalidRecord:
+            continue
+    return records
+
+
+def reference_detection(config: Config, records: list[ToolInvocation]) -> tuple[
+        list[Any], list[int], DetectorStats]:
+    """The spec itself: events, indexes of late records, counters."""
+    params = config.detection()
+    detector = Detector(params)
+    events, late = [], []
+    for index, rec in enumerate(records):
+        if params.counts(rec):
+            seen = detector.observe(rec)
+            if seen.event is not None:
+                events.append(seen.event)
+            elif seen.status == "late":
+                late.append(index)
+    return events, late, detector.stats
+
+
+def write_lines(path: Path, lines: list[bytes]) -> Path:
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path
+
+
+@FAST
+@given(lines=telemetry_lines(max_lag=3000), knobs=detection_settings())
+def test_polars_detection_is_the_detector(lines: list[bytes], knobs: dict[str, Any]) -> None:
+    """Any disorder, any lateness: events, lates and counters exactly as the detector's."""
+    config = Config(**knobs)
+    records = valid_records(lines)
+    events, late, stats = reference_detection(config, records)
+    got = detect_rows(records_frame(records), config.detection())
+    assert got.events == events
+    assert got.late_rows == late
+    stats.evicted_windows = 0  # how often state was dropped is not an output
+    assert got.stats == stats
+
+
+@FILES
+@given(lines=telemetry_lines(max_lag=3000), knobs=detection_settings(),
+       batch_size=st.sampled_from((3, 8, 4096)), late_out=st.booleans())
+def test_polars_run_writes_what_the_reference_writes(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], knobs: dict[str, Any],
+        batch_size: int, late_out: bool) -> None:
+    """Whole replays of a file: the same events, dead letters (reasons, positions, and
+    the reference's order, lates interleaved chunk by chunk) and counters."""
+    base = tmp_path_factory.mktemp("run")
+    path = write_lines(base / "in.jsonl", lines)
+    extra = {"batch_size": batch_size, **({} if late_out else {"late_out": None})}
+    reference = run_reference_on(engine_config(path, base / "ref", **knobs, **extra))
+    polars = run_polars_on(engine_config(path, base / "pol", **knobs, **extra))
+    assert polars == reference
+
+
+@pytest.mark.slow
+@BYTEWAX
+@given(lines=telemetry_lines(max_lag=200, max_size=60),
+       knobs=detection_settings(allowed_lateness=200),
+       shards=st.sampled_from((1, 3, 64)), batch_size=st.sampled_from((4, 16, 4096)))
+def test_bytewax_flow_agrees_with_reference_and_polars(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], knobs: dict[str, Any],
+        shards: int, batch_size: int) -> None:
+    """Disorder within allowed_lateness; 1 worker (`run_main`) and 3 worker threads."""
+    base = tmp_path_factory.mktemp("flow")
+    path = write_lines(base / "in.jsonl", lines)
+    extra = {"shards": shards, "batch_size": batch_size}
+    reference = run_reference_on(engine_config(path, base / "ref", **knobs, **extra))
+    assert run_polars_on(engine_config(path, base / "pol", **knobs, **extra)) == reference
+    one = run_bytewax_on(engine_config(path, base / "bw1", **knobs, **extra))
+    same_as_reference(one, reference)
+    three = run_bytewax_on(engine_config(path, base / "bw3", **knobs, **extra), workers=3)
+    same_as_reference(three, reference)

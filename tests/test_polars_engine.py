@@ -1,0 +1,186 @@
+"""The polars engine's own parts: its loader against the reference reader, its input
+kinds, the fast path being taken, ts beyond float precision, frames reused for sweeps."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import binloop.polars_load as polars_load
+from binloop.config import Config
+from binloop.detection import DetectionParams, detect
+from binloop.ingest import parse_chunk
+from binloop.inputs import InputReader
+from binloop.polars_engine import detect_frame, detect_rows, load_records
+from binloop.polars_frame import record_of, records_frame
+from binloop.polars_load import LoadedRecords
+from binloop.schema import (
+    DEFAULT_LIMITS,
+    DeadLetter,
+    RecordLimits,
+    ToolInvocation,
+    dumps_record,
+    validate_record,
+)
+from binloop.window import WindowSpec
+from tests.helpers import rec
+from tests.strategies import encode, odd_lines, telemetry_lines
+
+
+def reference_read(path: Path, limits: RecordLimits) -> tuple[
+        list[ToolInvocation], list[DeadLetter], int]:
+    """What the reference engine reads: valid records, dead letters, blank lines."""
+    records: list[ToolInvocation] = []
+    dead: list[DeadLetter] = []
+    blank = 0
+    for chunk in InputReader(str(path), 5):
+        parsed = parse_chunk(chunk, limits)
+        records.extend(parsed.records)
+        dead.extend(parsed.dead)
+        blank += parsed.blank
+    return records, dead, blank
+
+
+def frame_records(loaded: LoadedRecords) -> list[tuple[object, ...]]:
+    """Each row's detection fields and, for rows with a failure mode, its record."""
+    rows = []
+    for row in loaded.frame.drop("line", "record").iter_rows():
+        rows.append(row)
+    evidence = [record_of(text, mode) if text is not None else None for text, mode in
+                zip(loaded.frame["record"], loaded.frame["failure_mode"], strict=True)]
+    return [(*row, ev) for row, ev in zip(rows, evidence, strict=True)]
+
+
+def assert_loads_like_reference(path: Path, limits: RecordLimits) -> LoadedRecords:
+    records, dead, blank = reference_read(path, limits)
+    loaded = load_records(str(path), limits)
+    assert loaded.dead == dead
+    assert loaded.blank == blank
+    assert frame_records(loaded) == frame_records(LoadedRecords(records_frame(records), [], 0))
+    return loaded
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(lines=odd_lines(), args_max_bytes=st.sampled_from((60, 300, 8192)),
+       trailing_newline=st.booleans(),
+       blocks=st.sampled_from(((1 << 24, 1 << 16), (7, 3), (64, 1))))
+def test_loader_reads_what_the_reference_reads(tmp_path_factory: pytest.TempPathFactory,
+                                               lines: list[bytes], args_max_bytes: int,
+                                               trailing_newline: bool,
+                                               blocks: tuple[int, int]) -> None:
+    """Same records (normalised alike), same dead letters and reasons, same blanks, also
+    when lines straddle reads and blocks (tiny `READ_BYTES`, `BLOCK_LINES`)."""
+    path = tmp_path_factory.mktemp("load") / "odd.jsonl"
+    path.write_bytes(b"\n".join(lines) + (b"\n" if trailing_newline else b""))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(polars_load, "READ_BYTES", blocks[0])
+        patch.setattr(polars_load, "BLOCK_LINES", blocks[1])
+        assert_loads_like_reference(path, RecordLimits(args_max_bytes=args_max_bytes))
+
+
+def test_gz_parquet_directory_and_stdin(tmp_path: Path) -> None:
+    records = [rec(1000 + i, session=i % 2 or "s", outcome="failure" if i % 3 else "success",
+                   args={"i": i}) for i in range(20)]
+    lines = [dumps_record(r) for r in records] + [b"not json", b""]
+    body = b"\n".join(lines) + b"\n"
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(body)
+    (folder / "b.jsonl.gz").write_bytes(gzip.compress(body))
+    rows = [{**r, "args": orjson.dumps(r["args"]).decode()} for r in records]
+    rows[3]["outcome"] = "exploded"
+    pl.DataFrame(rows, schema_overrides={"session_id": pl.String}).write_parquet(
+        folder / "c.parquet")
+    limits = RecordLimits()
+    for path in (folder / "a.jsonl", folder / "b.jsonl.gz", folder / "c.parquet", folder):
+        loaded = assert_loads_like_reference(path, limits)
+        assert loaded.frame.height >= 19
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; from binloop.polars_engine import load_records; "
+         "r = load_records('-'); print(r.frame.height, len(r.dead), r.blank)"],
+        input=body, capture_output=True, check=True)
+    assert result.stdout.split() == [b"20", b"1", b"1"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(lines=telemetry_lines(max_lag=100))
+def test_client_and_json_dumps_lines_take_the_fast_path(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[bytes]) -> None:
+    """Lines in the client's form (or json.dumps with sorted keys), with or without `args`,
+    need no per-line parse."""
+    records, _, _ = reference_read(_write(tmp_path_factory, lines), RecordLimits())
+    bodies = [dict(r) for r in records] + [{k: v for k, v in r.items() if k != "args"}
+                                           for r in records]
+    canonical = [encode(body, style) for body in bodies for style in ("client", "json.dumps")]
+    calls = []
+    original = polars_load.parse_item
+
+    def counting(item: object, limits: RecordLimits = DEFAULT_LIMITS) -> ToolInvocation:
+        calls.append(item)
+        return original(item, limits)  # type: ignore[arg-type]
+
+    polars_load.parse_item = counting  # type: ignore[assignment]
+    try:
+        loaded = load_records(str(_write(tmp_path_factory, canonical)))
+    finally:
+        polars_load.parse_item = original
+    assert loaded.frame.height == len(canonical) and not loaded.dead
+    assert calls == []
+
+
+def _write(factory: pytest.TempPathFactory, lines: list[bytes]) -> Path:
+    path = factory.mktemp("lines") / "t.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path
+
+
+def test_timestamps_beyond_float_precision_still_exact() -> None:
+    """ts past 2**53 (valid with no future-skew bound) go through the detector whole."""
+    no_skew = RecordLimits(max_future_skew_ms=None)
+    stream = [validate_record({"ts": 2**60 + ts, "tool": "t", "failure_mode": "ARGS.x",
+                               "session_id": i % 2, "outcome": "failure", "args": {"i": i}},
+                              no_skew) for i, ts in enumerate((0, 3, 6, 9, 3, 12, 15, 18))]
+    stream.append(stream[2])  # a duplicate
+    for window in ("session", "global", "sliding:5ms"):
+        params = DetectionParams(theta=2, window=WindowSpec.parse(window), session_gap_ms=4)
+        assert detect_frame(records_frame(stream), params) == detect(params, stream)
+    late = detect_rows(records_frame(stream), DetectionParams(
+        theta=9, window=WindowSpec.parse("sliding:5ms")))
+    assert late.late_rows == [4] and late.stats.duplicates == 1
+
+
+def test_one_loaded_frame_serves_many_parameter_sets(tmp_path: Path) -> None:
+    """A sweep loads once and detects many times; each time as the reference would."""
+    stream = [rec(i * 7_000, tool=f"t{i % 3}", session=i % 4, args={"i": i},
+                  mode=("ARGS.a", "ARGS.b", "NETWORK.x")[i % 5 % 3]) for i in range(300)]
+    path = tmp_path / "sweep.jsonl"
+    path.write_bytes(b"".join(dumps_record(r) + b"\n" for r in stream))
+    loaded = load_records(str(path))
+    for theta in range(1, 6):
+        for window in ("session", "global", "sliding:30s"):
+            for mode_level in (None, 1):
+                params = Config(theta=theta, window=WindowSpec.parse(window),
+                                mode_level=mode_level, session_gap=60_000).detection()
+                assert detect_frame(loaded, params) == detect(params, stream)
+
+
+def test_cli_polars_engine(tmp_path: Path) -> None:
+    lines = [dumps_record(rec(i, args={"i": i})) for i in range(4)] + [b"{oops"]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "binloop.cli", "detect", "--engine", "polars", "--input",
+         str(path), "--theta", "2"], capture_output=True, check=True)
+    (event,) = [orjson.loads(line) for line in io.BytesIO(result.stdout)]
+    assert event["count"] == 2 and [r["ts"] for r in event["evidence"]] == [0, 1]
+    assert b"records read 5 | valid 4 | invalid 1" in result.stderr
+    assert b"not JSON" in result.stderr
