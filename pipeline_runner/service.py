@@ -59,7 +59,7 @@ class LogResultSink:
             self._writer.write([orjson.dumps(record, default=str)])
 
     def build_result(self, event: BINEvent, result: BuildResult) -> None:
-        self._emit({"type": "result", **result_message(event, result)})
+        self._emit(result_message(event, result))
 
     def rearm(self, record: dict[str, Any]) -> None:
         self._emit({"type": "rearm", **record})
@@ -69,10 +69,13 @@ class LogResultSink:
 
 
 def result_message(event: BINEvent, result: BuildResult) -> dict[str, Any]:
-    return {"event_id": event["event_id"], "tool": event["tool"],
+    """A build's result as published: the event's key and epoch, and the outcome."""
+    summary = result.summary()
+    return {"type": "result", "event_id": event["event_id"], "tool": event["tool"],
             "failure_mode": event["failure_mode"], "arm_epoch": event["arm_epoch"],
-            "session_id": event["session_id"], **{k: v for k, v in result.summary().items()
-                                                  if k not in ("event_id",)}}
+            "session_id": event["session_id"], "outcome": result.outcome,
+            "reason": result.reason, "build_id": result.build_id, "built": result.tool,
+            "manifest_version": result.manifest_version, "stages": summary["stages"]}
 
 
 def status_message(change: StatusChange) -> dict[str, Any]:
