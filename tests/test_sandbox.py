@@ -29,13 +29,14 @@ def test_a_command_runs_in_a_fresh_directory_with_a_scrubbed_env(sandbox: Sandbo
     os.environ["BINLOOP_TEST_API_KEY"] = "sk-test-should-never-leak-1234567890"
     try:
         result = sandbox.run([*PY, "import os; print(sorted(os.environ)); print(os.listdir('.'))"
-                              "; print(open('given.txt').read())"],
+                              "; print(open('given.txt').read()); print('nice', os.nice(0))"],
                              files={"given.txt": b"hello"})
     finally:
         del os.environ["BINLOOP_TEST_API_KEY"]
     assert result.ok, result.tail()
     assert "API_KEY" not in result.stdout and "sk-test" not in result.stdout
     assert "['given.txt']" in result.stdout and "hello" in result.stdout
+    assert f"nice {os.nice(0) + 10}" in result.stdout  # builds yield the CPU to detection
     with pytest.raises(ValueError):
         scrub_env({"OPENAI_API_KEY": "x"}, [], "/tmp")
 

@@ -61,6 +61,7 @@ def _setup_mounts(spec: dict[str, Any]) -> None:
 
 def _exec_command(spec: dict[str, Any]) -> None:
     os.chdir(spec["workdir"])
+    os.nice(spec.get("nice", 0))
     for name, (soft, hard) in spec["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (soft, hard))
     os.setgroups([])

@@ -57,6 +57,8 @@ class Limits:
     open_files: int = 256
     processes: int = 128
     output_kb: int = 64
+    # Builds run beside the detector: at a lower CPU priority, so detection keeps its pace.
+    nice: int = 10
 
     def rlimits(self) -> dict[str, tuple[int, int]]:
         mib = 1 << 20
@@ -194,7 +196,8 @@ class Sandbox:
         rlimits["RLIMIT_NPROC"] = (limits.processes, limits.processes)
         spec = {"workdir": str(workdir.resolve()), "readable": readable, "hide": hide,
                 "tmpfs": tmpfs, "tmpfs_bytes": limits.file_mb << 20, "rlimits": rlimits,
-                "uid": SANDBOX_UID, "gid": SANDBOX_GID, "argv": argv, "env": env}
+                "uid": SANDBOX_UID, "gid": SANDBOX_GID, "argv": argv, "env": env,
+                "nice": limits.nice}
         spec_path = control / "spec.json"
         spec_path.write_bytes(orjson.dumps(spec))
         assert self.isolation.unshare is not None
@@ -224,6 +227,7 @@ def _fallback_preexec(limits: Limits) -> Callable[[], None]:
     rlimits = limits.rlimits()
 
     def preexec() -> None:
+        os.nice(limits.nice)
         for name, value in rlimits.items():
             resource.setrlimit(getattr(resource, name), value)
 
