@@ -15,6 +15,9 @@ COMMAND_MODULES = (
     "binloop.commands.config_cmd",
     "binloop.commands.build",
     "binloop.commands.tools",
+    "binloop.commands.simulate",
+    "binloop.commands.sweep",
+    "binloop.commands.bench",
 )
 
 

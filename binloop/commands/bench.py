@@ -1,0 +1,26 @@
+"""`binloop bench <name>`: the benchmarks of `benchmarks/`, one module per benchmark.
+
+Each module listed in `BENCHES` defines `register_bench(subparsers)`, which adds its
+sub-command with `set_defaults(func=...)`. To add a benchmark (e.g. `bench nats`), write
+`benchmarks/<name>.py` with that function and list it here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+BENCHES = (
+    "benchmarks.engines",
+    "benchmarks.backlog",
+    "benchmarks.coupon",
+)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="benchmarks: engines throughput/RSS, backlog policies, coupon check",
+        description="Run a benchmark; each writes JSON, a Markdown table (and plots) to --out.")
+    benches = parser.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    for name in BENCHES:
+        importlib.import_module(name).register_bench(benches)
