@@ -121,3 +121,32 @@ def test_the_scheduler_thread_publishes_when_due(tmp_path: Path) -> None:
         time.sleep(0.05)
     scheduler.stop()
     assert len(published) == 1
+
+
+def test_the_service_builds_and_rearms_quarantined_keys(tmp_path: Path) -> None:
+    from binloop.config import load_config
+    from pipeline_runner.service import BuildService, LogResultSink
+    from tests.buildkit import use
+
+    config = load_config({"library": str(tmp_path / "lib"), "rearm_backoff": "1h"}, env={})
+    results = LogResultSink(tmp_path / "results.jsonl")
+    service = BuildService(config, results=results).start()
+    try:
+        event = scenario_event("NOTFOUND")
+        assert service.submit(event) == "queued"
+        assert service.queue.wait_idle(120)
+        (built,) = [r for r in results.records if r["type"] == "result"]
+        assert built["outcome"] == "gated" and built["tool"] == event["tool"]
+        name = built["built"]["name"]
+        assert service.answered_keys() == {(event["tool"], event["failure_mode"])}
+        changes = service.observe([use(name, "failure", 1), use(name, "failure", 2)])
+        assert [(c.name, c.new) for c in changes] == [(name, "quarantined")]
+        assert service.answered_keys() == set()
+        (pending,) = service.rearms.pending()
+        assert (pending["tool"], pending["fired_epoch"]) == (event["tool"], 0)
+        assert [r["type"] for r in results.records] == ["result", "status"]
+    finally:
+        service.stop()
+    logged = [orjson.loads(line) for line in (tmp_path / "results.jsonl").read_bytes().split(b"\n")
+              if line]
+    assert [r["type"] for r in logged] == ["result", "status"]
