@@ -30,14 +30,19 @@ class Outputs:
         self._events = JsonlFileWriter(config.out, event_key) if config.out else None
         self._dead = JsonlFileWriter(config.dead_letter) if config.dead_letter else None
         self._late = JsonlFileWriter(config.late_out) if config.late_out else None
+        self._stdout_closed = False
 
     def events(self, events: Iterable[BINEvent]) -> None:
         lines = [dumps_event(e) for e in events]
         if self._events is not None:
             self._events.write(lines)
-        elif lines:
-            sys.stdout.buffer.write(b"".join(line + b"\n" for line in lines))
-            sys.stdout.flush()
+        elif lines and not self._stdout_closed:
+            try:
+                sys.stdout.buffer.write(b"".join(line + b"\n" for line in lines))
+                sys.stdout.flush()
+            except BrokenPipeError:
+                # The reader went away (`... | head`): stop printing, finish the replay.
+                self._stdout_closed = True
 
     def dead(self, letters: Iterable[DeadLetter]) -> None:
         lines = [dumps_dead(letter) for letter in letters]

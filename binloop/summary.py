@@ -63,7 +63,7 @@ class Progress:
     """Rate-limited progress lines on stderr (only when the input is large enough)."""
 
     def __init__(self, total_bytes: int | None, enabled: bool = True,
-                 min_bytes: int = 32 << 20, every_s: float = 1.0, out: TextIO = sys.stderr):
+                 min_bytes: int = 32 << 20, every_s: float = 1.0, out: TextIO | None = None):
         self.enabled = enabled and (total_bytes is None or total_bytes >= min_bytes)
         self.total = total_bytes
         self.every_s = every_s
@@ -78,4 +78,5 @@ class Progress:
         self._last = now
         rate = records / max(now - self.started, 1e-9)
         share = f" ({100 * bytes_done / self.total:.0f}%)" if self.total else ""
-        print(f"progress: {records:,} records{share}, {rate:,.0f}/s", file=self.out, flush=True)
+        print(f"progress: {records:,} records{share}, {rate:,.0f}/s", file=self.out or sys.stderr,
+              flush=True)

@@ -2,7 +2,8 @@
 
 Delivery guarantee: at-least-once. Lines are written whole, one writer for the whole
 cluster, so a line is never interleaved with another; after a resume from recovery
-the lines since the last snapshot are printed again.
+the lines since the last snapshot are printed again. When the reader closes the pipe,
+output stops and the dataflow goes on.
 """
 
 from __future__ import annotations
@@ -17,11 +18,18 @@ from typing_extensions import override
 class _StreamPartition(StatefulSinkPartition[bytes, None]):
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
+        self._closed = False
 
     @override
     def write_batch(self, values: list[bytes]) -> None:
-        self._stream.write(b"".join(value + b"\n" for value in values))
-        self._stream.flush()
+        if self._closed:
+            return
+        try:
+            self._stream.write(b"".join(value + b"\n" for value in values))
+            self._stream.flush()
+        except BrokenPipeError:
+            # The reader went away (`binloop detect ... | head`): stop writing, keep running.
+            self._closed = True
 
     @override
     def snapshot(self) -> None:
