@@ -17,6 +17,9 @@ COMMAND_MODULES = (
     "binloop.commands.tools",
     "binloop.commands.simulate",
     "binloop.commands.sweep",
+    "binloop.commands.run",
+    "binloop.commands.publish",
+    "binloop.commands.nats_server",
     "binloop.commands.bench",
 )
 

@@ -57,8 +57,28 @@ def optional_duration_ms(text: str) -> int | None:
     return None if text.strip().lower() in ("", "none", "off") else parse_duration_ms(text)
 
 
+def seconds_or_duration_ms(text: str) -> int:
+    """`"5"` or `"2.5"` (seconds) or a duration string (`"500ms"`, `"1m"`)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        return parse_duration_ms(text)
+    if seconds <= 0:
+        raise ValueError(f"{text!r} must be > 0 seconds")
+    return max(1, round(seconds * 1000))
+
+
+def optional_seconds_or_duration_ms(text: str) -> int | None:
+    return None if text.strip().lower() in ("", "none", "off") else seconds_or_duration_ms(text)
+
+
+def optional_positive_bytes(text: str) -> int | None:
+    return optional_positive_int(text)
+
+
 def non_negative_duration_ms(text: str) -> int:
-    return 0 if text.strip() in ("0", "0s", "0ms") else parse_duration_ms(text)
+    # Any zero (`0`, `0s`, `0d`: `format_duration_ms(0)` gives `0d`) is zero.
+    return 0 if re.fullmatch(r"0+(ms|s|m|h|d)?", text.strip().lower()) else parse_duration_ms(text)
 
 
 def parse_bool(text: str) -> bool:
@@ -119,6 +139,7 @@ DETECT = ("detect", "run", "sweep", "flow")
 RUN = ("run", "flow")
 BUILD = ("build", "run", "runner")
 TOOLS = ("tools", "run", "runner")
+NATS = ("run", "flow", "publish")
 
 
 @dataclass(frozen=True)
@@ -251,6 +272,74 @@ class Config:
                                  groups=TOOLS + BUILD, parse=positive_int, metavar="N")
     quarantine_after: int = setting(2, "failed uses that quarantine a probationary tool",
                                     groups=TOOLS + BUILD, parse=positive_int, metavar="N")
+    # The live job on NATS JetStream (binloop run, flows.live).
+    nats: str | None = setting(None, "NATS server URL(s), comma-separated", groups=NATS,
+                               parse=optional_text, metavar="URL")
+    connect_timeout: int = setting(30_000, "how long to keep trying to reach NATS at start "
+                                   "(later disconnections are retried forever)", groups=NATS,
+                                   parse=parse_duration_ms, show=_show_duration, metavar="DUR")
+    stream: str = setting("TELEMETRY", "JetStream stream of telemetry (created when missing)",
+                          groups=NATS, metavar="NAME")
+    subject_prefix: str = setting("telemetry", "telemetry is published on "
+                                  "<prefix>.<session_id>.<tool> (escaped tokens)",
+                                  groups=NATS, metavar="PREFIX")
+    partitions: int = setting(8, "partitions of a new telemetry stream, by tool (an existing "
+                              "partitioned stream keeps its own)", groups=NATS,
+                              parse=positive_int, metavar="N")
+    stream_max_age: int | None = setting(7 * 86_400_000, "a new stream drops messages older "
+                                         "than this ('off' to keep them)", groups=NATS,
+                                         parse=optional_duration_ms, show=_show_duration,
+                                         metavar="DUR")
+    stream_max_bytes: int | None = setting(None, "a new stream's size limit in bytes "
+                                           "(unset: none)", groups=NATS,
+                                           parse=optional_positive_bytes, metavar="BYTES")
+    stream_replicas: int = setting(1, "replicas of a new stream (clustered JetStream)",
+                                   groups=NATS, parse=positive_int, metavar="N")
+    stream_storage: str = setting("file", "storage of a new stream: file | memory", groups=NATS,
+                                  parse=lambda t: _choice(t, ("file", "memory")))
+    duplicate_window: int = setting(120_000, "a new telemetry stream drops a message whose "
+                                    "Nats-Msg-Id it stored this recently", groups=NATS,
+                                    parse=parse_duration_ms, show=_show_duration, metavar="DUR")
+    manage_stream: bool = setting(True, "create missing streams and add the partition "
+                                  "transform to an existing telemetry stream",
+                                  groups=NATS, parse=parse_bool)
+    start: str = setting("all", "where a partition with no recovery state starts: all (the "
+                         "stream's first message) | new (its end)", groups=RUN,
+                         parse=lambda t: _choice(t, ("all", "new")))
+    events_stream: str = setting("BIN_EVENTS", "JetStream stream of BINEvents (created when "
+                                 "missing)", groups=RUN, metavar="NAME")
+    events_subject_prefix: str = setting("bin.events", "BINEvents are published on "
+                                         "<prefix>.<tool>.<failure_mode>", groups=RUN,
+                                         metavar="PREFIX")
+    events_duplicate_window: int = setting(24 * 3_600_000, "a new events stream drops an "
+                                           "event whose event_id it stored this recently",
+                                           groups=RUN, parse=parse_duration_ms,
+                                           show=_show_duration, metavar="DUR")
+    events_out: str | None = setting(None, "also write BINEvents to this JSONL file "
+                                     "(idempotent on event_id)", groups=RUN,
+                                     parse=optional_text, metavar="FILE")
+    until_idle: int | None = setting(None, "end cleanly after this long without new "
+                                     "telemetry (seconds or a duration; unset: run until "
+                                     "SIGINT/SIGTERM)", groups=RUN,
+                                     parse=optional_seconds_or_duration_ms,
+                                     show=_show_duration, metavar="SECONDS")
+    recovery_dir: str | None = setting(None, "Bytewax recovery store: resume exactly where a "
+                                       "killed job stopped (created when missing)",
+                                       groups=("run",), parse=optional_text, metavar="DIR")
+    snapshot_interval: int = setting(5_000, "how often state is snapshotted for recovery "
+                                     "(a resumed job replays at most this much)",
+                                     groups=("run",), parse=parse_duration_ms,
+                                     show=_show_duration, metavar="DUR")
+    backup_interval: int = setting(0, "keep superseded snapshots this long (for backups of "
+                                   "the recovery store)", groups=("run",),
+                                   parse=non_negative_duration_ms, show=_show_duration,
+                                   metavar="DUR")
+    build: bool = setting(True, "run the BIN build pipeline on each event (--no-build: "
+                          "detect only)", groups=("run",), parse=parse_bool)
+    source_poll: int = setting(5, "a quiet source partition is polled again after a pause "
+                               "that doubles up to this (the most a message waits when the "
+                               "stream is quiet)", groups=RUN, parse=parse_duration_ms,
+                               show=_show_duration, metavar="DUR")
 
     def detection(self) -> DetectionParams:
         return DetectionParams(

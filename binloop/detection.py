@@ -21,7 +21,9 @@ Memory: dead slices and records older than `newest - 2d` are dropped as keys mov
 windows of keys idle for longer than their horizon plus `allowed_lateness` (measured
 against the newest ts this detector has seen) are dropped too. That last eviction is
 invisible as long as no record arrives more than `allowed_lateness` behind the newest
-ts already seen; records that do are counted in `beyond_lateness`.
+ts already seen; records that do are counted in `beyond_lateness`. (A dataflow shard
+drives that clock itself, from the slowest of its input partitions, so that one
+partition catching up on a backlog does not make another look late.)
 """
 
 from __future__ import annotations
@@ -269,12 +271,18 @@ class Detector:
     params: DetectionParams
     keys: dict[Key, KeyState] = field(default_factory=dict)
     stats: DetectorStats = field(default_factory=DetectorStats)
+    # False: the clock is the newest ts observed. True: the owner moves it with
+    # `advance_clock` (a dataflow shard aligns it with the slowest input partition).
+    external_clock: bool = False
     max_ts: float = -math.inf
     _next_sweep: float = -math.inf
 
     def observe(self, rec: ToolInvocation) -> Observation:
         """Apply one counted record (`params.counts(rec)` must hold)."""
-        self._advance_clock(rec["ts"])
+        if rec["ts"] < self.max_ts - self.params.allowed_lateness_ms:
+            self.stats.beyond_lateness += 1
+        if not self.external_clock:
+            self.advance_clock(rec["ts"])
         key = self.params.key_of(rec)
         state = self.keys.get(key)
         if state is None:
@@ -317,9 +325,8 @@ class Detector:
         state.armed, state.window = False, None
         state.epoch = max(state.epoch, epoch)
 
-    def _advance_clock(self, ts: int) -> None:
-        if ts < self.max_ts - self.params.allowed_lateness_ms:
-            self.stats.beyond_lateness += 1
+    def advance_clock(self, ts: float) -> None:
+        """Event time has reached `ts`: windows idle since long before may be evicted."""
         if ts > self.max_ts:
             self.max_ts = ts
             if ts >= self._next_sweep:

@@ -20,7 +20,13 @@ from binloop.jsonl import event_key
 from binloop.outputs import dumps_dead, late_letter
 from binloop.schema import DeadLetter, ToolInvocation, dumps_record
 from flows.file_source import TelemetryFileSource
-from flows.operators import DetectOut, ShardInput, detect_friction, parse_telemetry
+from flows.operators import (
+    DetectOut,
+    IngestStats,
+    ShardInput,
+    detect_friction,
+    parse_telemetry,
+)
 from sinks.jsonl_file import JsonlFileSink
 from sinks.stdout import StdOutLinesSink
 from sinks.summary import OnSummary, SummarySink
@@ -31,16 +37,26 @@ def add_detector(
     config: Config,
     controls: op.KeyedStream[ShardInput] | None = None,
     on_summary: OnSummary | None = None,
+    rejects: Stream[DeadLetter] | None = None,
 ) -> Stream[BINEvent]:
-    """Parse, detect, and write rejects, lates and counters; returns the event stream."""
+    """Parse, detect, and write rejects, lates and counters; returns the event stream.
+
+    `rejects` are inputs a source could not even split into records (e.g. a NATS
+    message with an unknown envelope); they are dead-lettered and counted as invalid.
+    """
     params = config.detection()
     parsed = parse_telemetry("parse", chunks, params, config.record_limits(), config.shards)
     shard_inputs: op.KeyedStream[Any] = parsed.oks
     if controls is not None:
         shard_inputs = op.merge("with_controls", parsed.oks, controls)
     detected: DetectOut = detect_friction("detect", shard_inputs, params, config.shards)
-    _write_rejects(parsed.errs, detected.late, config)
-    counters = op.merge("counters", parsed.stats, detected.stats)
+    dead, stats = parsed.errs, parsed.stats
+    if rejects is not None:
+        dead = op.merge("with_source_rejects", dead, rejects)
+        stats = op.merge("with_reject_stats", stats,
+                         op.map("count_rejects", rejects, lambda _: IngestStats(1, 0, 1)))
+    _write_rejects(dead, detected.late, config)
+    counters = op.merge("counters", stats, detected.stats)
     op.output("summary", op.key_on("summary_key", counters, lambda _: "summary"),
               SummarySink(config.summary_out, on_summary))
     return detected.events

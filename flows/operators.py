@@ -11,7 +11,9 @@ the events, do not depend on the number of workers.
 
 from __future__ import annotations
 
+import math
 import pickle
+import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,6 +30,8 @@ from binloop.ingest import parse_chunk
 from binloop.inputs import RawChunk
 from binloop.schema import DeadLetter, RecordLimits, ToolInvocation
 
+PARTITION_IDLE_S = 30.0
+
 
 def shard_of(key: Key, shards: int) -> str:
     """The state shard of a key: a hash that is the same in every process."""
@@ -43,6 +47,9 @@ class ShardChunk:
     seq: int
     records: list[ToolInvocation]
     start_seq: int = 0
+    # The newest ts of all valid records of the chunk (counted or not): the partition's
+    # event-time progress.
+    max_ts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +104,12 @@ class DetectOut:
 def _split_chunk(chunk: RawChunk, params: DetectionParams, limits: RecordLimits,
                  shards: int) -> list[Any]:
     parsed = parse_chunk(chunk, limits)
+    max_ts = max((rec["ts"] for rec in parsed.records), default=None)
     by_shard: dict[str, list[ToolInvocation]] = {str(s): [] for s in range(shards)}
     for rec in parsed.records:
         if params.counts(rec):
             by_shard[shard_of(params.key_of(rec), shards)].append(rec)
-    out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq))
+    out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq, max_ts))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
     out.append(IngestStats(len(chunk.items) - parsed.blank, len(parsed.records), len(parsed.dead)))
@@ -130,6 +138,7 @@ class ShardState:
     detector: Detector
     shards: int
     next_seq: dict[str, int] = field(default_factory=dict)
+    partition_ts: dict[str, int] = field(default_factory=dict)
     pending: dict[str, dict[int, ShardChunk]] = field(default_factory=dict)
 
 
@@ -137,7 +146,8 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
     """One state shard: puts chunks back in order and runs the detector on them."""
 
     def __init__(self, params: DetectionParams, shards: int, resume: bytes | None) -> None:
-        fresh = ShardState(Detector(params), shards)
+        fresh = ShardState(Detector(params, external_clock=True), shards)
+        self._partition_seen: dict[str, float] = {}
         self.state: ShardState = fresh if resume is None else pickle.loads(resume)
         if (self.state.detector.params, self.state.shards) != (params, shards):
             raise ValueError(
@@ -154,6 +164,7 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
             if isinstance(value, ShardChunk):
                 for chunk in self._in_order(value):
                     self._apply(chunk.records, out)
+                    self._note_progress(chunk)
             elif isinstance(value, Rearm):
                 detector.rearm(value.key, value.fired_epoch)
             else:
@@ -176,6 +187,22 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
             expected += 1
         self.state.next_seq[chunk.partition] = expected
         return ready
+
+    def _note_progress(self, chunk: ShardChunk) -> None:
+        """Move the detector's clock to the slowest partition that is still sending.
+
+        A partition that has sent nothing for `PARTITION_IDLE_S` (wall clock) does not
+        hold the clock back, or a quiet partition would keep every window alive.
+        """
+        now = time.monotonic()
+        self._partition_seen[chunk.partition] = now
+        if chunk.max_ts is not None:
+            known = self.state.partition_ts.get(chunk.partition, chunk.max_ts)
+            self.state.partition_ts[chunk.partition] = max(known, chunk.max_ts)
+        active = [ts for p, ts in self.state.partition_ts.items()
+                  if now - self._partition_seen.get(p, -math.inf) <= PARTITION_IDLE_S]
+        if active:
+            self.state.detector.advance_clock(min(active))
 
     def _apply(self, records: list[ToolInvocation], out: list[Any]) -> None:
         for rec in records:

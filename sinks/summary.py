@@ -1,8 +1,10 @@
 """Run counters: aggregated from every worker by one writer into a JSON file.
 
-Delivery guarantee: none needed; the counters of a resumed run restart at zero for
-the part it replays. The file is replaced atomically, at most once a second and at
-the end of the run, so a reader never sees half of it.
+Delivery guarantee: exactly-once with Bytewax recovery: the running totals are the
+sink's snapshot, so a resumed run goes on from the counters of the snapshot it
+resumes from, and the part it replays is counted once. The file is replaced
+atomically, at most once a second, at the end of each epoch if it changed, and at the
+end of the run, so a reader never sees half of it.
 """
 
 from __future__ import annotations
@@ -29,12 +31,17 @@ def write_summary(path: Path, summary: RunSummary) -> None:
     os.replace(tmp, path)
 
 
-class _SummaryPartition(StatefulSinkPartition[Any, None]):
-    def __init__(self, path: Path | None, on_update: OnSummary | None) -> None:
-        self.summary = RunSummary()
+Totals = dict[str, Any]
+
+
+class _SummaryPartition(StatefulSinkPartition[Any, Totals]):
+    def __init__(self, path: Path | None, on_update: OnSummary | None,
+                 resume: Totals | None = None) -> None:
+        self.summary = RunSummary.from_json(resume) if resume else RunSummary()
         self._path = path
         self._on_update = on_update
         self._written = 0.0
+        self._dirty = False
 
     @override
     def write_batch(self, values: list[Any]) -> None:
@@ -47,6 +54,7 @@ class _SummaryPartition(StatefulSinkPartition[Any, None]):
                 self.summary.invalid += value.invalid
         if self._on_update is not None:
             self._on_update(self.summary)
+        self._dirty = True
         if self._path is not None and time.monotonic() - self._written >= 1.0:
             self._flush()
 
@@ -54,17 +62,21 @@ class _SummaryPartition(StatefulSinkPartition[Any, None]):
         if self._path is not None:
             write_summary(self._path, self.summary)
             self._written = time.monotonic()
+            self._dirty = False
 
     @override
-    def snapshot(self) -> None:
-        return None
+    def snapshot(self) -> Totals:
+        # At every epoch's end, so that the file of a quiet live job is not left stale.
+        if self._dirty:
+            self._flush()
+        return self.summary.to_json()
 
     @override
     def close(self) -> None:
         self._flush()
 
 
-class SummarySink(FixedPartitionedSink[Any, None]):
+class SummarySink(FixedPartitionedSink[Any, Totals]):
     """Sum `IngestStats` and `DetectorStats` items into a `RunSummary` JSON file."""
 
     def __init__(self, path: str | Path | None, on_update: OnSummary | None = None) -> None:
@@ -81,5 +93,5 @@ class SummarySink(FixedPartitionedSink[Any, None]):
 
     @override
     def build_part(self, step_id: str, for_part: str,
-                   resume_state: None) -> _SummaryPartition:
-        return _SummaryPartition(self._path, self._on_update)
+                   resume_state: Totals | None) -> _SummaryPartition:
+        return _SummaryPartition(self._path, self._on_update, resume_state)

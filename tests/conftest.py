@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.nats_fixtures import nats_server  # noqa: F401 - shared fixture
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TAU_TELEMETRY = SHARED_DATA / "tau_airline_telemetry.jsonl"
 

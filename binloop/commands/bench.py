@@ -14,12 +14,14 @@ BENCHES = (
     "benchmarks.engines",
     "benchmarks.backlog",
     "benchmarks.coupon",
+    "benchmarks.nats_bench",
 )
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "bench", help="benchmarks: engines throughput/RSS, backlog policies, coupon check",
+        "bench", help="benchmarks: engines throughput/RSS, backlog policies, coupon check, "
+                 "the live job on NATS",
         description="Run a benchmark; each writes JSON, a Markdown table (and plots) to --out.")
     benches = parser.add_subparsers(dest="bench", required=True, metavar="BENCH")
     for name in BENCHES:

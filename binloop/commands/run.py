@@ -1,0 +1,189 @@
+"""`binloop run`: the live job on NATS JetStream (flows.live)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from binloop.config import Config, add_arguments, load_config
+
+NO_BUILD_YET = ("the BIN build runner is not part of this installation yet: run the "
+                "detector alone with --no-build")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run", help="the live job: detect friction on a NATS JetStream telemetry stream",
+        description="Consume telemetry from a JetStream stream (created and partitioned when "
+                    "missing), fire BINEvents to the BIN_EVENTS stream (and --events-out), "
+                    "until SIGINT/SIGTERM or --until-idle. With --recovery-dir a killed job "
+                    "resumes exactly where it stopped.")
+    add_arguments(parser, "run")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args)
+    if config.build:
+        raise ValueError(NO_BUILD_YET)
+    if not config.nats:
+        raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
+    summary = run_live(config)
+    print(summary.render(), file=sys.stderr)
+    return 0
+
+
+def init_recovery_store(path: Path, partitions: int) -> None:
+    """`python -m bytewax.recovery DIR N`, unless DIR already holds a store."""
+    from bytewax.recovery import init_db_dir
+
+    if path.is_dir() and any(path.glob("part-*.sqlite3")):
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    init_db_dir(path, max(1, partitions))
+
+
+def run_live(config: Config) -> Any:
+    """Run flows.live in this process or as a local cluster; returns its RunSummary."""
+    import orjson
+
+    from binloop.summary import RunSummary
+    from flows.live import configure_logging
+
+    configure_logging()
+    preflight(config)
+    with tempfile.TemporaryDirectory(prefix="binloop-run-") as tmp:
+        summary_path = Path(config.summary_out or Path(tmp) / "summary.json")
+        config = config.replace(summary_out=str(summary_path))
+        started = time.perf_counter()
+        if config.processes == 1:
+            _run_in_process(config)
+        else:
+            _run_cluster(config)
+        summary = (RunSummary.from_json(orjson.loads(summary_path.read_bytes()))
+                   if summary_path.exists() else RunSummary())
+        summary.elapsed_s = time.perf_counter() - started
+        return summary
+
+
+def preflight(config: Config) -> int:
+    """Reach NATS and set the telemetry stream up before starting Bytewax, so that a
+    wrong URL or a stream binloop cannot use is a one-line error; returns the
+    stream's partitions."""
+    import asyncio
+
+    from binloop.jetstream import StreamSetupError, connect, ensure_telemetry_stream
+    from flows.live import source_settings
+
+    settings = source_settings(config)
+
+    async def check() -> int:
+        nc = await connect(settings.url, "binloop-preflight", settings.connect_timeout_s)
+        try:
+            return await ensure_telemetry_stream(nc.jetstream(), settings.stream,
+                                                 settings.manage_stream)
+        finally:
+            await nc.close()
+
+    try:
+        return asyncio.run(check())
+    except (ConnectionError, StreamSetupError) as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _run_in_process(config: Config, process_id: int | None = None,
+                    addresses: list[str] | None = None) -> None:
+    """`cli_main` on flows.live with the configured epoch (= snapshot) interval and
+    recovery store; the process of a cluster when `process_id` is given."""
+    from datetime import timedelta
+
+    from bytewax.recovery import RecoveryConfig
+    from bytewax.run import cli_main
+
+    from flows.live import build_flow, install_stop_handlers, restore_handlers
+
+    recovery = None
+    if config.recovery_dir:
+        init_recovery_store(Path(config.recovery_dir), config.workers * config.processes)
+        recovery = RecoveryConfig(Path(config.recovery_dir),
+                                  timedelta(milliseconds=config.backup_interval))
+    flow = build_flow(config)
+    previous = install_stop_handlers()
+    try:
+        cli_main(flow, workers_per_process=config.workers, process_id=process_id,
+                 addresses=addresses,
+                 epoch_interval=timedelta(milliseconds=config.snapshot_interval),
+                 recovery_config=recovery)
+    finally:
+        restore_handlers(previous)
+
+
+def _run_cluster(config: Config) -> None:
+    """One process per `--processes` (`python -m binloop.commands.run I ADDRESSES`,
+    configured through the environment); a signal is passed on to all of them, and
+    each then stops its sources cleanly."""
+    import os
+
+    from binloop.cluster import free_ports
+
+    if config.recovery_dir:  # once, before the processes race to create it
+        init_recovery_store(Path(config.recovery_dir), config.workers * config.processes)
+    addresses = ";".join(f"127.0.0.1:{port}" for port in free_ports(config.processes))
+    env = {**os.environ, **config.to_env()}
+    procs = [subprocess.Popen([sys.executable, "-m", "binloop.commands.run", str(i), addresses],
+                              env=env) for i in range(config.processes)]
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        failed = _wait_all(procs)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if failed:
+        raise RuntimeError(f"a Bytewax process exited with code {failed}")
+
+
+def _wait_all(procs: list[subprocess.Popen[bytes]]) -> int:
+    """Wait for every process; when one fails, stop the others. Returns the first failure."""
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = next((c for c in codes if c not in (None, 0)), 0)
+        if failed:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            return failed
+        if all(c == 0 for c in codes):
+            return 0
+        time.sleep(0.05)
+
+
+def _process_main(argv: list[str]) -> int:
+    """A process of a local cluster: `PROCESS_ID ADDRESSES`, settings from BINLOOP_*."""
+    from flows.live import configure_logging
+
+    configure_logging()
+    process_id, addresses = int(argv[0]), argv[1].split(";")
+    _run_in_process(load_config(), process_id, addresses)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_process_main(sys.argv[1:]))

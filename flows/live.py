@@ -1,0 +1,146 @@
+"""The live job: FRICTION-DETECT on a NATS JetStream telemetry stream.
+
+Telemetry comes from `flows.nats_source` (stream `TELEMETRY`, partitioned by tool);
+BINEvents go to the JetStream stream `BIN_EVENTS` on `bin.events.{tool}.{failure_mode}`
+(`sinks.nats_events`, idempotent on `event_id`) and optionally to a JSONL file.
+
+Run it with `binloop run --nats URL --no-build`, or as
+`python -m bytewax.run flows.live:flow` (configured by `BINLOOP_*` variables or
+`BINLOOP_CONFIG`, see `binloop.config`); add `-r DIR -s SECS -b SECS` for recovery.
+
+Hooks for the build runner: `build_flow(config, controls=..., on_events=...)` takes a
+factory of the keyed `Rearm`/`Disarm` command stream (routed by
+`flows.operators.shard_of`) and a callback that receives the BINEvent stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, cast
+
+import bytewax.operators as op
+from bytewax.dataflow import Dataflow, Stream
+from bytewax.inputs import Source
+
+from binloop.config import Config, load_config
+from binloop.events import BINEvent, dumps_event
+from binloop.inputs import RawChunk
+from binloop.jetstream import StreamSpec, telemetry_stream_spec
+from binloop.jsonl import event_key
+from binloop.schema import DeadLetter
+from flows.detect import add_detector
+from flows.nats_source import NatsSourceSettings, NatsTelemetrySource, SourceItem, stop_requested
+from flows.operators import ShardInput
+from sinks.jsonl_file import JsonlFileSink
+from sinks.nats_events import NatsEventSettings, NatsEventSink
+from sinks.summary import OnSummary
+
+ControlsFactory = Callable[[Dataflow], op.KeyedStream[ShardInput]]
+OnEvents = Callable[[Stream[BINEvent]], None]
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def _stream_limits(config: Config) -> dict[str, Any]:
+    return {"max_age_s": _seconds(config.stream_max_age), "max_bytes": config.stream_max_bytes,
+            "replicas": config.stream_replicas, "storage": config.stream_storage}
+
+
+def source_settings(config: Config) -> NatsSourceSettings:
+    if not config.nats:
+        raise ValueError("no NATS server: set --nats URL / BINLOOP_NATS")
+    stream = telemetry_stream_spec(config.stream, config.subject_prefix, config.partitions,
+                                   duplicate_window_s=config.duplicate_window / 1000,
+                                   **_stream_limits(config))
+    return NatsSourceSettings(
+        url=config.nats, stream=stream, batch_size=config.batch_size, start=config.start,
+        until_idle_s=_seconds(config.until_idle), poll_s=config.source_poll / 1000,
+        connect_timeout_s=config.connect_timeout / 1000, manage_stream=config.manage_stream)
+
+
+def event_settings(config: Config) -> NatsEventSettings:
+    if not config.nats:
+        raise ValueError("no NATS server: set --nats URL / BINLOOP_NATS")
+    stream = StreamSpec(config.events_stream, (f"{config.events_subject_prefix}.>",),
+                        duplicate_window_s=config.events_duplicate_window / 1000,
+                        **_stream_limits(config))
+    return NatsEventSettings(config.nats, stream, config.events_subject_prefix,
+                             connect_timeout_s=config.connect_timeout / 1000,
+                             manage_stream=config.manage_stream)
+
+
+def write_live_events(events: Stream[BINEvent], config: Config) -> None:
+    """BINEvents to JetStream, and to `config.events_out` when set."""
+    op.output("events_nats", events, NatsEventSink(event_settings(config), stop_requested))
+    if config.events_out:
+        lines = op.map("encode_events", events, lambda e: (e["event_id"], dumps_event(e)))
+        op.output("events_file", lines, JsonlFileSink(config.events_out, event_key))
+
+
+def build_flow(config: Config, *, source: Source[SourceItem] | None = None,
+               controls: ControlsFactory | None = None,
+               on_events: OnEvents | None = None,
+               on_summary: OnSummary | None = None) -> Dataflow:
+    """The live dataflow: NATS telemetry to BINEvents on NATS (and a file).
+    `on_summary` is called with the running counters as they change."""
+    flow = Dataflow("binloop_live")
+    items = op.input("telemetry", flow, source or NatsTelemetrySource(source_settings(config)))
+    split = op.branch("split_rejects", items, lambda x: isinstance(x, RawChunk))
+    chunks = cast(Stream[RawChunk], split.trues)
+    rejects = cast(Stream[DeadLetter], split.falses)
+    events = add_detector(chunks, config, controls(flow) if controls else None,
+                          on_summary, rejects=rejects)
+    write_live_events(events, config)
+    if on_events is not None:
+        on_events(events)
+    return flow
+
+
+Handlers = dict[int, Any]
+
+
+def install_stop_handlers() -> Handlers:
+    """SIGINT and SIGTERM end the sources cleanly (a second signal interrupts at once);
+    returns the handlers they replace."""
+    stop_requested.clear()
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop_requested.is_set():
+            raise KeyboardInterrupt
+        logging.getLogger("binloop").info("stopping (signal %d): finishing in-flight "
+                                          "telemetry", signum)
+        stop_requested.set()
+
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def restore_handlers(previous: Handlers) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+def configure_logging() -> None:
+    root = logging.getLogger("binloop")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("binloop: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+
+
+def __getattr__(name: str) -> Any:
+    # `python -m bytewax.run flows.live:flow` builds the flow from the environment.
+    if name == "flow":
+        configure_logging()
+        install_stop_handlers()
+        return build_flow(load_config())
+    raise AttributeError(name)

@@ -1,0 +1,207 @@
+"""Telemetry from a NATS JetStream stream, as a Bytewax source of `RawChunk`s.
+
+The stream is partitioned by the server (see `binloop.jetstream`): partition `p` is
+the subject filter `telemetry_p.<p>.>` (partition 0 also reads anything stored
+unpartitioned). Each Bytewax partition reads one stream partition through an
+:class:`binloop.nats_consumer.OrderedConsumer` (a pull consumer with bounded
+requests in flight) and numbers its chunks 0, 1, 2, ...
+
+Delivery guarantee: exactly-once with Bytewax recovery. A partition's snapshot is
+`NatsPosition(stream_seq, chunk_seq)`: the last stream sequence it handed out and
+the next chunk number. A resumed partition reads from `stream_seq + 1` and goes on
+numbering from `chunk_seq`, so the dataflow sees exactly the messages that followed
+the snapshot, in the same chunks' order. Without recovery, a partition starts at
+the beginning of the stream (`start = all`) or at its end (`start = new`).
+
+Messages that cannot be records (an unknown batch envelope) are emitted as
+`DeadLetter`s beside the chunks; records that do not parse are dead-lettered by the
+detector. Nothing is acknowledged or redelivered: the position moves past every
+message, poison or not.
+
+The source ends (cleanly, after a last snapshot) when `stop_requested` is set (by
+SIGINT/SIGTERM in `binloop run`), or with `until_idle_s` once the stream has had no
+new message for that long and the partition has read everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
+from typing_extensions import override
+
+from binloop.inputs import RawChunk
+from binloop.jetstream import StreamSpec, connect, ensure_telemetry_stream
+from binloop.nats_consumer import OrderedConsumer, PullSettings
+from binloop.nats_link import acquire_link, release_link
+from binloop.schema import DeadLetter
+from binloop.subjects import partition_filters
+
+SourceItem = RawChunk | DeadLetter
+log = logging.getLogger("binloop.nats")
+
+# Set to end every NATS source partition of this process cleanly (signal handlers).
+stop_requested = threading.Event()
+
+
+@dataclass(frozen=True)
+class NatsSourceSettings:
+    """Where and how to read telemetry (built from `binloop.config.Config`)."""
+
+    url: str
+    stream: StreamSpec
+    batch_size: int = 4096
+    start: str = "all"
+    until_idle_s: float | None = None
+    poll_s: float = 0.005
+    heartbeat_s: float = 1.0
+    connect_timeout_s: float = 30.0
+    manage_stream: bool = True
+
+    @property
+    def prefix(self) -> str:
+        return self.stream.subjects[0].removesuffix(".>")
+
+
+@dataclass(frozen=True)
+class NatsPosition:
+    """A partition's snapshot: last stream sequence handed out, next chunk number."""
+
+    stream_seq: int = 0
+    chunk_seq: int = 0
+
+
+@dataclass
+class _IdleClock:
+    """When the stream last grew, as seen from this partition."""
+
+    every_s: float
+    last_seq: int = -1
+    since: float = field(default_factory=time.monotonic)
+    checked: float = 0.0
+
+
+class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
+    def __init__(self, settings: NatsSourceSettings, name: str, index: int,
+                 resume: NatsPosition | None) -> None:
+        self._settings = settings
+        self._name = name
+        self._link = acquire_link(settings.url, "binloop-source", settings.connect_timeout_s)
+        position = resume or NatsPosition(self._start_seq(settings))
+        if resume is not None:
+            log.info("%s resumes after stream seq %d at chunk %d", name, resume.stream_seq,
+                     resume.chunk_seq)
+        self._chunk_seq = position.chunk_seq
+        self._start_chunk = position.chunk_seq
+        self._consumer = OrderedConsumer(
+            self._link.nc, self._link.js, settings.stream.name,
+            partition_filters(settings.prefix, index), position.stream_seq, name,
+            PullSettings(heartbeat_s=settings.heartbeat_s))
+        self._idle = _IdleClock(min(1.0, (settings.until_idle_s or 1.0) / 4))
+        self._awake: datetime | None = None
+        self._quiet_s = 0.0
+
+    def _start_seq(self, settings: NatsSourceSettings) -> int:
+        if settings.start != "new":
+            return 0
+        info = self._link.run(self._link.js.stream_info(settings.stream.name))
+        return int(info.state.last_seq)
+
+    @override
+    def next_batch(self) -> list[SourceItem]:
+        if stop_requested.is_set():
+            raise StopIteration
+        delivery = self._link.run(self._consumer.poll(self._settings.batch_size, 0.0))
+        out: list[SourceItem] = list(delivery.rejects)
+        if delivery.items:
+            out.append(RawChunk(self._name, self._chunk_seq,
+                                f"nats:{self._name}@{delivery.first_seq}-{delivery.last_seq}",
+                                1, list(delivery.items), self._start_chunk))
+            self._chunk_seq += 1
+        self._awake = None
+        if delivery.messages:
+            self._idle.since = time.monotonic()
+            self._quiet_s = 0.0
+        elif not self._consumer.active:
+            self._awake = datetime.now(timezone.utc) + timedelta(seconds=0.1)
+        elif self._settings.until_idle_s is not None and self._idle_long_enough():
+            raise StopIteration
+        else:
+            # Never block the worker: a quiet partition is polled again after a pause
+            # that doubles up to `poll_s` (the most a message waits in a quiet stream).
+            self._quiet_s = min(self._settings.poll_s, max(0.0005, 2 * self._quiet_s))
+            self._awake = datetime.now(timezone.utc) + timedelta(seconds=self._quiet_s)
+        return out
+
+    def _idle_long_enough(self) -> bool:
+        now = time.monotonic()
+        if now - self._idle.checked < self._idle.every_s:
+            return False
+        self._idle.checked = now
+        try:
+            info = self._link.run(self._link.js.stream_info(self._settings.stream.name))
+        except Exception:
+            self._idle.since = now
+            return False
+        if info.state.last_seq != self._idle.last_seq:
+            self._idle.last_seq, self._idle.since = info.state.last_seq, now
+            return False
+        assert self._settings.until_idle_s is not None
+        return (now - self._idle.since >= self._settings.until_idle_s
+                and self._link.run(self._consumer.caught_up()))
+
+    @override
+    def next_awake(self) -> datetime | None:
+        return self._awake
+
+    @override
+    def snapshot(self) -> NatsPosition:
+        return NatsPosition(self._consumer.position, self._chunk_seq)
+
+    @override
+    def close(self) -> None:
+        try:
+            self._link.run(self._consumer.close())
+        except Exception as exc:  # the consumer also expires by itself
+            log.debug("%s: closing the consumer: %s", self._name, exc)
+        finally:
+            release_link(self._link)
+
+
+class NatsTelemetrySource(FixedPartitionedSource[SourceItem, NatsPosition]):
+    """Chunks of raw records from the partitions of a JetStream telemetry stream."""
+
+    def __init__(self, settings: NatsSourceSettings) -> None:
+        self.settings = settings
+        self._partitions: int | None = None
+        self._lock = threading.Lock()
+
+    def partition_count(self) -> int:
+        """The stream's partitions, creating or partitioning the stream when needed."""
+        with self._lock:
+            if self._partitions is None:
+                self._partitions = asyncio.run(self._setup())
+            return self._partitions
+
+    async def _setup(self) -> int:
+        nc = await connect(self.settings.url, "binloop-setup", self.settings.connect_timeout_s)
+        try:
+            return await ensure_telemetry_stream(nc.jetstream(), self.settings.stream,
+                                                 self.settings.manage_stream)
+        finally:
+            await nc.close()
+
+    @override
+    def list_parts(self) -> list[str]:
+        return [f"{self.settings.stream.name}/{i}" for i in range(self.partition_count())]
+
+    @override
+    def build_part(self, step_id: str, for_part: str,
+                   resume_state: NatsPosition | None) -> _NatsPartition:
+        index = int(for_part.rpartition("/")[2])
+        return _NatsPartition(self.settings, for_part, index, resume_state)
