@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "binloop.commands.config_cmd",
     "binloop.commands.build",
     "binloop.commands.tools",
+    "binloop.commands.runner",
     "binloop.commands.simulate",
     "binloop.commands.sweep",
     "binloop.commands.run",

@@ -139,7 +139,8 @@ DETECT = ("detect", "run", "sweep", "flow")
 RUN = ("run", "flow")
 BUILD = ("build", "run", "runner")
 TOOLS = ("tools", "run", "runner")
-NATS = ("run", "flow", "publish")
+NATS = ("run", "flow", "publish", "runner")
+RUN_RUNNER = (*RUN, "runner")
 
 
 @dataclass(frozen=True)
@@ -268,6 +269,18 @@ class Config:
     rearm_backoff_max: int = setting(3_600_000, "longest re-arm back-off", groups=BUILD,
                                      parse=non_negative_duration_ms, show=_show_duration,
                                      metavar="DUR")
+    builds_stream: str = setting("BIN_BUILDS", "JetStream stream of build results and re-arms "
+                                 "(created when missing)", groups=("run", "runner"),
+                                 metavar="NAME")
+    builds_subject_prefix: str = setting("bin.builds", "build results go to <prefix>.result.*, "
+                                         "re-arms to <prefix>.rearm.*, tool statuses to "
+                                         "<prefix>.status.*", groups=("run", "runner"),
+                                         metavar="PREFIX")
+    control_subject_prefix: str = setting("bin.control", "agent control subjects: "
+                                          "<prefix>.<session_id>.pause|resume",
+                                          groups=("run", "runner"), metavar="PREFIX")
+    registry_subject: str = setting("bin.registry.updated", "where a new manifest version is "
+                                    "announced", groups=("run", "runner"), metavar="SUBJECT")
     promote_after: int = setting(2, "successful uses that promote a probationary tool to stable",
                                  groups=TOOLS + BUILD, parse=positive_int, metavar="N")
     quarantine_after: int = setting(2, "failed uses that quarantine a probationary tool",
@@ -307,20 +320,20 @@ class Config:
                          "stream's first message) | new (its end)", groups=RUN,
                          parse=lambda t: _choice(t, ("all", "new")))
     events_stream: str = setting("BIN_EVENTS", "JetStream stream of BINEvents (created when "
-                                 "missing)", groups=RUN, metavar="NAME")
+                                 "missing)", groups=RUN_RUNNER, metavar="NAME")
     events_subject_prefix: str = setting("bin.events", "BINEvents are published on "
-                                         "<prefix>.<tool>.<failure_mode>", groups=RUN,
+                                         "<prefix>.<tool>.<failure_mode>", groups=RUN_RUNNER,
                                          metavar="PREFIX")
     events_duplicate_window: int = setting(24 * 3_600_000, "a new events stream drops an "
                                            "event whose event_id it stored this recently",
-                                           groups=RUN, parse=parse_duration_ms,
+                                           groups=RUN_RUNNER, parse=parse_duration_ms,
                                            show=_show_duration, metavar="DUR")
     events_out: str | None = setting(None, "also write BINEvents to this JSONL file "
                                      "(idempotent on event_id)", groups=RUN,
                                      parse=optional_text, metavar="FILE")
     until_idle: int | None = setting(None, "end cleanly after this long without new "
                                      "telemetry (seconds or a duration; unset: run until "
-                                     "SIGINT/SIGTERM)", groups=RUN,
+                                     "SIGINT/SIGTERM)", groups=RUN_RUNNER,
                                      parse=optional_seconds_or_duration_ms,
                                      show=_show_duration, metavar="SECONDS")
     recovery_dir: str | None = setting(None, "Bytewax recovery store: resume exactly where a "
