@@ -10,8 +10,9 @@ resumes after the last stream sequence it snapshotted.
 
 Delivery guarantee: exactly-once with Bytewax recovery (the snapshot is the stream
 position), and harmless when repeated anyway (`Detector.rearm` acts once per epoch).
-The source ends with `stop_requested`, or after `until_idle_s` without messages once
-`busy()` (builds still running in this process) is false.
+The source ends with `stop_requested`, or once for `until_idle_s` it has had no message,
+the job's `progress()` token (its records read) has not moved and `busy()` (builds
+queued or running in this process) is false: it never ends before detection does.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class ControlSettings:
     stream: StreamSpec
     prefix: str = "bin.builds"
     busy: Callable[[], bool] | None = None
+    # A token that changes while the job still reads telemetry (e.g. records read).
+    progress: Callable[[], object] | None = None
     until_idle_s: float | None = None
     manage_stream: bool = True
     connect_timeout_s: float = 30.0
@@ -72,6 +75,7 @@ class _ControlPartition(StatefulSourcePartition[Control, int]):
         self._consumer = OrderedConsumer(self._link.nc, self._link.js, settings.stream.name,
                                          filters, resume or 0, "build-controls")
         self._quiet_since = time.monotonic()
+        self._progress: object = None
         self._awake: datetime | None = None
 
     @override
@@ -90,7 +94,13 @@ class _ControlPartition(StatefulSourcePartition[Control, int]):
 
     def _finished(self, now: float) -> bool:
         idle = self._settings.until_idle_s
-        if idle is None or now - self._quiet_since < idle:
+        if idle is None:
+            return False
+        if self._settings.progress is not None:
+            token = self._settings.progress()
+            if token != self._progress:
+                self._progress, self._quiet_since = token, now
+        if now - self._quiet_since < idle:
             return False
         if self._settings.busy is not None and self._settings.busy():
             self._quiet_since = now

@@ -125,8 +125,19 @@ def flow_hooks(config: Config) -> dict[str, Any]:
     def busy() -> bool:
         return _process_builds is not None and _process_builds.busy()
 
+    summary_path = Path(config.summary_out) if config.summary_out else None
+
+    def progress() -> object:
+        """The records read so far, from the job's summary file (refreshed as it runs)."""
+        if summary_path is None:
+            return None
+        try:
+            return orjson.loads(summary_path.read_bytes()).get("records_read")
+        except (OSError, orjson.JSONDecodeError, AttributeError):
+            return None
+
     settings = ControlSettings(config.nats, builds_stream(config), config.builds_subject_prefix,
-                               busy=busy,
+                               busy=busy, progress=progress,
                                until_idle_s=None if config.until_idle is None
                                else config.until_idle / 1000,
                                manage_stream=config.manage_stream,
