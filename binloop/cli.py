@@ -13,6 +13,9 @@ from binloop.config import ConfigError
 COMMAND_MODULES = (
     "binloop.commands.detect",
     "binloop.commands.config_cmd",
+    "binloop.commands.build",
+    "binloop.commands.tools",
+    "binloop.commands.runner",
     "binloop.commands.simulate",
     "binloop.commands.sweep",
     "binloop.commands.run",
