@@ -14,6 +14,9 @@ from binloop.config import ConfigError, add_arguments, load_config
 COMMAND_MODULES = (
     "binloop.commands.detect",
     "binloop.commands.config_cmd",
+    "binloop.commands.build",
+    "binloop.commands.tools",
+    "binloop.commands.runner",
     "binloop.commands.simulate",
     "binloop.commands.sweep",
     "binloop.commands.run",

@@ -21,13 +21,14 @@ exactly-once totals are the job's summary: `binloop status`). Metrics:
 * `binloop_info{process_id,processes,workers}` (1).
 
 The build runner reports through `record_build(outcome, duration_s)` and
-`set_build_queue_depth(depth)`.
+`track_build_queue(depth_function)` (or `set_build_queue_depth(n)`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from prometheus_client import (
@@ -58,7 +59,8 @@ EVENTS_FIRED: Final = Counter("binloop_events_fired", "BINEvents fired")
 BUILDS: Final = Counter("binloop_builds", "BIN builds finished, by outcome", ["outcome"])
 BUILD_SECONDS: Final = Histogram("binloop_build_duration_seconds", "BIN build duration",
                                  ["outcome"], buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800))
-BUILD_QUEUE: Final = Gauge("binloop_build_queue_depth", "BINEvents waiting for a build")
+BUILD_QUEUE: Final = Gauge("binloop_build_queue_depth",
+                           "BINEvents queued or being built in this process")
 SOURCE_MESSAGES: Final = Counter("binloop_source_messages", "stream messages read",
                                  ["partition"])
 SOURCE_POSITION: Final = Gauge("binloop_source_position",
@@ -74,6 +76,8 @@ INFO: Final = Gauge("binloop_info", "this process of the job", ["process_id", "p
                                                                "workers"])
 _newest_lock = threading.Lock()
 _newest_s = 0.0
+_queue_depth: Callable[[], int] = lambda: 0  # noqa: E731 - replaced by the build runner
+BUILD_QUEUE.set_function(lambda: _queue_depth())
 
 
 def record_counters(stats: Any) -> None:
@@ -120,14 +124,20 @@ class PartitionMetrics:
 
 
 def record_build(outcome: str, duration_s: float | None = None) -> None:
-    """A build finished with `outcome` (e.g. gated, rolled_back, failed, deferred)."""
+    """A build finished with `outcome` (the build runner's: gated, rolled_back, error)."""
     BUILDS.labels(outcome).inc()
     if duration_s is not None:
         BUILD_SECONDS.labels(outcome).observe(duration_s)
 
 
 def set_build_queue_depth(depth: int) -> None:
-    BUILD_QUEUE.set(depth)
+    track_build_queue(lambda: depth)
+
+
+def track_build_queue(depth: Callable[[], int]) -> None:
+    """Read the build queue's depth from `depth()` whenever metrics are scraped."""
+    global _queue_depth
+    _queue_depth = depth
 
 
 def set_info(process_id: int, processes: int, workers: int) -> None:

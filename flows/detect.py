@@ -26,6 +26,7 @@ from flows.file_source import TelemetryFileSource
 from flows.operators import (
     DetectOut,
     IngestStats,
+    Seed,
     ShardInput,
     detect_friction,
     parse_telemetry,
@@ -41,6 +42,7 @@ def add_detector(
     controls: op.KeyedStream[ShardInput] | None = None,
     on_summary: OnSummary | None = None,
     rejects: Stream[DeadLetter] | None = None,
+    seed: Seed | None = None,
     on_counters: Callable[[IngestStats | DetectorStats], None] | None = None,
 ) -> Stream[BINEvent]:
     """Parse, detect, and write rejects, lates and counters; returns the event stream.
@@ -54,7 +56,7 @@ def add_detector(
     shard_inputs: op.KeyedStream[Any] = parsed.oks
     if controls is not None:
         shard_inputs = op.merge("with_controls", parsed.oks, controls)
-    detected: DetectOut = detect_friction("detect", shard_inputs, params, config.shards)
+    detected: DetectOut = detect_friction("detect", shard_inputs, params, config.shards, seed)
     dead, stats = parsed.errs, parsed.stats
     if rejects is not None:
         dead = op.merge("with_source_rejects", dead, rejects)

@@ -15,7 +15,7 @@ import math
 import pickle
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -69,6 +69,8 @@ class Disarm:
 
 
 ShardInput = ShardChunk | Rearm | Disarm
+# The keys a fresh detector starts disarmed (e.g. those the tool library answers).
+Seed = Callable[[], Iterable[Disarm]]
 
 
 @dataclass(slots=True)
@@ -148,8 +150,14 @@ class ShardState:
 class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
     """One state shard: puts chunks back in order and runs the detector on them."""
 
-    def __init__(self, params: DetectionParams, shards: int, resume: bytes | None) -> None:
+    def __init__(self, params: DetectionParams, shards: int, resume: bytes | None,
+                 seed: Seed | None = None) -> None:
         fresh = ShardState(Detector(params, external_clock=True), shards)
+        if resume is None and seed is not None:
+            # A shard does not know which keys are its own: it holds every seeded key
+            # (as many as the library has tools), and only its own ever see records.
+            for disarm in seed():
+                fresh.detector.disarm(disarm.key, disarm.epoch)
         self._partition_seen: dict[str, float] = {}
         self.state: ShardState = fresh if resume is None else pickle.loads(resume)
         if (self.state.detector.params, self.state.shards) != (params, shards):
@@ -222,9 +230,11 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
 
 @operator
 def detect_friction(step_id: str, up: op.KeyedStream[ShardInput],
-                    params: DetectionParams, shards: int) -> DetectOut:
-    """FRICTION-DETECT over shard-keyed chunks and control commands."""
-    detected = op.stateful_batch("shards", up, lambda resume: DetectShard(params, shards, resume))
+                    params: DetectionParams, shards: int, seed: Seed | None = None) -> DetectOut:
+    """FRICTION-DETECT over shard-keyed chunks and control commands; a shard that starts
+    without recovery state first disarms the `seed` keys."""
+    detected = op.stateful_batch("shards", up,
+                                 lambda resume: DetectShard(params, shards, resume, seed))
     values = op.key_rm("unkey", detected)
     stats = op.branch("stats", values, lambda x: isinstance(x, DetectorStats))
     late = op.branch("late", stats.falses, lambda x: isinstance(x, Late))

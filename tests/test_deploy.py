@@ -23,8 +23,6 @@ else:  # pragma: no cover
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "k8s"
-# Settings of the build runner (its own branch), passed before it lands: ignored until then.
-BUILD_RUNNER_ENV = {"BINLOOP_LIBRARY"}
 KNOWN_ENV = {env_name(f.name) for f in dataclasses.fields(Config)} | {"BINLOOP_CONFIG"}
 
 
@@ -54,7 +52,7 @@ def env_of(docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def test_every_manifest_has_api_version_kind_and_name(docs: dict[str, dict[str, Any]]) -> None:
     assert {"ConfigMap/binloop-config", "Service/binloop-headless", "StatefulSet/binloop",
             "PersistentVolumeClaim/binloop-state", "Secret/binloop-nats",
-            "Kustomization/kustomization"} <= set(docs)
+            "NetworkPolicy/binloop", "Kustomization/kustomization"} <= set(docs)
     for doc in docs.values():
         assert doc["apiVersion"] and doc["kind"]
         if doc["kind"] != "Kustomization":
@@ -93,7 +91,7 @@ def test_statefulset_is_a_cluster_behind_a_headless_service(
 def test_every_setting_comes_by_env_and_names_a_known_setting(
         docs: dict[str, dict[str, Any]]) -> None:
     env = env_of(docs)
-    unknown = {name for name in env if name not in KNOWN_ENV} - BUILD_RUNNER_ENV
+    unknown = {name for name in env if name not in KNOWN_ENV}
     assert not unknown, f"not binloop settings: {unknown}"
     assert env["BINLOOP_NATS"] == {"secretKeyRef": {"name": "binloop-nats", "key": "url"}}
     # every plain value parses as its setting
@@ -160,3 +158,15 @@ def test_dockerfile_copies_what_the_package_needs() -> None:
     assert "useradd --create-home --uid 10001" in text
     exposed = {int(p) for p in re.findall(r"^EXPOSE (.+)$", text, re.M)[0].split()}
     assert exposed == {9100, 9999}
+
+
+def test_network_policy_lets_the_cluster_and_prometheus_in(
+        docs: dict[str, dict[str, Any]]) -> None:
+    policy = docs["NetworkPolicy/binloop"]["spec"]
+    labels = docs["StatefulSet/binloop"]["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
+    ports = {p["name"]: p["containerPort"] for p in container(docs)["ports"]}
+    ingress = {port["port"] for rule in policy["ingress"] for port in rule["ports"]}
+    egress = {port["port"] for rule in policy["egress"] for port in rule["ports"]}
+    assert {ports["cluster"], ports["metrics"]} <= ingress
+    assert {ports["cluster"], 53, 4222} <= egress

@@ -204,12 +204,12 @@ def test_two_processes_and_batch_envelopes_give_the_same_events(nats_server: Nat
     assert_same_counters(summary, ref_summary)
 
 
-def test_run_needs_no_build_until_the_build_runner_lands(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_builds_need_a_library(capsys: pytest.CaptureFixture[str]) -> None:
     from binloop.cli import main
 
     assert main(["run", "--nats", "nats://127.0.0.1:1"]) == 2
-    assert "--no-build" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--library" in err and "--no-build" in err
 
 
 def test_run_without_a_reachable_server_is_a_clean_error(

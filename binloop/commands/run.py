@@ -14,8 +14,8 @@ from typing import Any
 
 from binloop.config import Config, add_arguments, load_config
 
-NO_BUILD_YET = ("the BIN build runner is not part of this installation yet: run the "
-                "detector alone with --no-build")
+NEEDS_LIBRARY = ("--library DIR is required to build tools for the events (or run the "
+                 "detector alone with --no-build)")
 
 
 def register(subparsers: Any) -> None:
@@ -31,8 +31,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args)
-    if config.build:
-        raise ValueError(NO_BUILD_YET)
+    if config.build and not config.library:
+        raise ValueError(NEEDS_LIBRARY)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
     summary = run_live(config)
@@ -145,13 +145,22 @@ def _run_in_process(config: Config, process_id: int | None = None,
                                 process_id or 0)
             recovery = RecoveryConfig(Path(config.recovery_dir),
                                       timedelta(milliseconds=config.backup_interval))
-        flow = build_flow(config, on_summary=operations.note_summary)
+        hooks: dict[str, Any] = {}
+        if config.build:
+            from pipeline_runner.live import flow_hooks
+
+            hooks = flow_hooks(config)
+        flow = build_flow(config, on_summary=operations.note_summary, **hooks)
         cli_main(flow, workers_per_process=config.workers, process_id=process_id,
                  addresses=addresses,
                  epoch_interval=timedelta(milliseconds=config.snapshot_interval),
                  recovery_config=recovery)
     finally:
         restore_handlers(previous)
+        if config.build:
+            from pipeline_runner.live import stop_process_builds
+
+            stop_process_builds()
         operations.close()
 
 

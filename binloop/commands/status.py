@@ -9,7 +9,8 @@ from typing import Any
 
 from binloop.config import add_arguments, load_config
 
-STATUS_SETTINGS = ("nats", "connect_timeout", "stream", "subject_prefix", "events_stream")
+STATUS_SETTINGS = ("nats", "connect_timeout", "stream", "subject_prefix", "events_stream",
+                   "library")
 
 
 def register(subparsers: Any) -> None:
@@ -21,7 +22,6 @@ def register(subparsers: Any) -> None:
                     "events, the counters the job publishes to its status bucket; and the "
                     "tool library's manifest with --library.")
     add_arguments(parser, "status", extra=STATUS_SETTINGS)
-    parser.add_argument("--library", metavar="DIR", help="a tool library directory to report on")
     parser.add_argument("--events", type=int, default=5, metavar="N",
                         help="how many of the last BINEvents to show (default: 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -44,9 +44,8 @@ def run(args: argparse.Namespace) -> int:
         report = gather(query)
     except ConnectionError as exc:
         raise ValueError(str(exc)) from None
-    library = args.library or getattr(config, "library", None)
-    if library:
-        report["library"] = library_status(library)
+    if config.library:
+        report["library"] = library_status(config.library)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
