@@ -117,6 +117,21 @@ def optional_text(text: str) -> str | None:
     return text or None
 
 
+def optional_non_negative_int(text: str) -> int | None:
+    return None if text.strip().lower() in ("", "none") else non_negative_int(text)
+
+
+def name_token(text: str) -> str:
+    """A name usable as a NATS subject token and KV key part: `[A-Za-z0-9_-]+`."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", text):
+        raise ValueError(f"{text!r} must be letters, digits, '_' or '-'")
+    return text
+
+
+def parse_log_level(text: str) -> str:
+    return _choice(text.strip().lower(), ("debug", "info", "warning", "error"))
+
+
 def _show(value: Any) -> str:
     if isinstance(value, frozenset):
         return ",".join(sorted(value))
@@ -149,7 +164,13 @@ def setting(
 
 DETECT = ("detect", "run", "sweep", "flow")
 RUN = ("run", "flow")
-NATS = ("run", "flow", "publish")
+BUILD = ("build", "run", "runner")
+TOOLS = ("tools", "run", "runner")
+NATS = ("run", "flow", "publish", "runner")
+RUN_RUNNER = (*RUN, "runner")
+# Flags every command takes (added by binloop.cli); `status` reads what `run` publishes.
+LOGGING = ("logging",)
+STATUS = ("run", "flow", "status")
 
 
 @dataclass(frozen=True)
@@ -221,6 +242,81 @@ class Config:
                                       parse=optional_text, metavar="FILE", flag=False)
     progress: bool = setting(True, "print progress on stderr for long inputs",
                              groups=("detect", "flow"), parse=parse_bool)
+    # Build runner, tool library, designers and sandbox (pipeline_runner).
+    library: str | None = setting(None, "tool library directory (manifest.json, tools/, audit/)",
+                                  groups=BUILD + TOOLS, parse=optional_text, metavar="DIR")
+    designer: str = setting("offline", "designer: offline | anthropic | openai | module:factory",
+                            groups=BUILD, metavar="NAME")
+    target: str = setting("python", "generated tool target: python | typescript", groups=BUILD,
+                          parse=lambda t: _choice(t, ("python", "typescript")), metavar="NAME")
+    control_log: str | None = setting(None, "append pause/reload/resume requests to this JSONL "
+                                      "(agent control without NATS)", groups=BUILD,
+                                      parse=optional_text, metavar="FILE")
+    design_timeout: int = setting(180_000, "time limit of the design stage (and of implement)",
+                                  groups=BUILD, parse=parse_duration_ms, show=_show_duration,
+                                  metavar="DUR")
+    check_timeout: int = setting(180_000, "wall-clock limit of each sandboxed lint/type-check",
+                                 groups=BUILD, parse=parse_duration_ms, show=_show_duration,
+                                 metavar="DUR")
+    test_timeout: int = setting(120_000, "wall-clock limit of the sandboxed acceptance tests",
+                                groups=BUILD, parse=parse_duration_ms, show=_show_duration,
+                                metavar="DUR")
+    pause_timeout: int = setting(10_000, "how long an agent may take to answer pause/resume",
+                                 groups=BUILD, parse=parse_duration_ms, show=_show_duration,
+                                 metavar="DUR")
+    sandbox_memory_mb: int = setting(4096, "address-space limit of a sandboxed command (node "
+                                     "needs >= 2048)", groups=BUILD, parse=positive_int,
+                                     metavar="MB")
+    sandbox_processes: int = setting(128, "process/thread limit of the sandbox user",
+                                     groups=BUILD, parse=positive_int, metavar="N")
+    toolchain_dir: str | None = setting(None, "cache of the TypeScript toolchain (default "
+                                        "~/.cache/binloop/toolchain)", groups=BUILD,
+                                        parse=optional_text, metavar="DIR")
+    typescript_version: str = setting("5.9.3", "typescript version installed into the cache",
+                                      groups=BUILD, metavar="VERSION")
+    llm_model: str | None = setting(None, "model of the anthropic/openai designer (default: "
+                                    "the designer's own)", groups=BUILD, parse=optional_text,
+                                    metavar="MODEL")
+    llm_base_url: str | None = setting(None, "base URL of the LLM API (e.g. a local "
+                                       "OpenAI-compatible server)", groups=BUILD,
+                                       parse=optional_text, metavar="URL")
+    llm_timeout: int = setting(120_000, "timeout of one LLM request", groups=BUILD,
+                               parse=parse_duration_ms, show=_show_duration, metavar="DUR")
+    llm_retries: int = setting(2, "retries of a failed or invalid LLM answer", groups=BUILD,
+                               parse=non_negative_int, metavar="N")
+    llm_max_tokens: int = setting(8192, "output token limit of one LLM answer", groups=BUILD,
+                                  parse=positive_int, metavar="N")
+    build_workers: int = setting(1, "builds run at the same time (worker threads)",
+                                 groups=BUILD, parse=positive_int, metavar="N")
+    build_queue_max: int = setting(100, "events waiting for a build; more are deferred (their "
+                                   "key is re-armed after the back-off)", groups=BUILD,
+                                   parse=positive_int, metavar="N")
+    build_state_dir: str | None = setting(None, "durable build queue and re-arm schedule "
+                                          "(default <library>/.state)", groups=BUILD,
+                                          parse=optional_text, metavar="DIR")
+    rearm_backoff: int = setting(60_000, "a failed build re-arms its key after this, doubled "
+                                 "for each earlier failure of the key", groups=BUILD,
+                                 parse=non_negative_duration_ms, show=_show_duration,
+                                 metavar="DUR")
+    rearm_backoff_max: int = setting(3_600_000, "longest re-arm back-off", groups=BUILD,
+                                     parse=non_negative_duration_ms, show=_show_duration,
+                                     metavar="DUR")
+    builds_stream: str = setting("BIN_BUILDS", "JetStream stream of build results and re-arms "
+                                 "(created when missing)", groups=("run", "runner"),
+                                 metavar="NAME")
+    builds_subject_prefix: str = setting("bin.builds", "build results go to <prefix>.result.*, "
+                                         "re-arms to <prefix>.rearm.*, tool statuses to "
+                                         "<prefix>.status.*", groups=("run", "runner"),
+                                         metavar="PREFIX")
+    control_subject_prefix: str = setting("bin.control", "agent control subjects: "
+                                          "<prefix>.<session_id>.pause|resume",
+                                          groups=("run", "runner"), metavar="PREFIX")
+    registry_subject: str = setting("bin.registry.updated", "where a new manifest version is "
+                                    "announced", groups=("run", "runner"), metavar="SUBJECT")
+    promote_after: int = setting(2, "successful uses that promote a probationary tool to stable",
+                                 groups=TOOLS + BUILD, parse=positive_int, metavar="N")
+    quarantine_after: int = setting(2, "failed uses that quarantine a probationary tool",
+                                    groups=TOOLS + BUILD, parse=positive_int, metavar="N")
     # The live job on NATS JetStream (binloop run, flows.live).
     nats: str | None = setting(None, "NATS server URL(s), comma-separated", groups=NATS,
                                parse=optional_text, metavar="URL")
@@ -256,20 +352,20 @@ class Config:
                          "stream's first message) | new (its end)", groups=RUN,
                          parse=lambda t: _choice(t, ("all", "new")))
     events_stream: str = setting("BIN_EVENTS", "JetStream stream of BINEvents (created when "
-                                 "missing)", groups=RUN, metavar="NAME")
+                                 "missing)", groups=RUN_RUNNER, metavar="NAME")
     events_subject_prefix: str = setting("bin.events", "BINEvents are published on "
-                                         "<prefix>.<tool>.<failure_mode>", groups=RUN,
+                                         "<prefix>.<tool>.<failure_mode>", groups=RUN_RUNNER,
                                          metavar="PREFIX")
     events_duplicate_window: int = setting(24 * 3_600_000, "a new events stream drops an "
                                            "event whose event_id it stored this recently",
-                                           groups=RUN, parse=parse_duration_ms,
+                                           groups=RUN_RUNNER, parse=parse_duration_ms,
                                            show=_show_duration, metavar="DUR")
     events_out: str | None = setting(None, "also write BINEvents to this JSONL file "
                                      "(idempotent on event_id)", groups=RUN,
                                      parse=optional_text, metavar="FILE")
     until_idle: int | None = setting(None, "end cleanly after this long without new "
                                      "telemetry (seconds or a duration; unset: run until "
-                                     "SIGINT/SIGTERM)", groups=RUN,
+                                     "SIGINT/SIGTERM)", groups=RUN_RUNNER,
                                      parse=optional_seconds_or_duration_ms,
                                      show=_show_duration, metavar="SECONDS")
     recovery_dir: str | None = setting(None, "Bytewax recovery store: resume exactly where a "
@@ -294,6 +390,41 @@ class Config:
                                "or auto (wire unless the server needs TLS or NKeys)",
                                groups=RUN,
                                parse=lambda t: _choice(t, ("auto", "wire", "nats-py")))
+    # A cluster of `binloop run` processes (binloop.cluster_spec).
+    process_id: int | None = setting(None, "this process's index in the cluster of --addresses "
+                                     "(unset: the ordinal of --pod-name)", groups=("run",),
+                                     parse=optional_non_negative_int, metavar="I")
+    addresses: str | None = setting(None, "the cluster's processes as host:port, ';'-separated, "
+                                    "or a template with {i} expanded for i < --processes "
+                                    "(binloop-{i}.binloop-headless:9999)", groups=("run",),
+                                    parse=optional_text, metavar="LIST")
+    pod_name: str | None = setting(None, "a StatefulSet pod name (binloop-2): its ordinal is the "
+                                   "process id when --process-id is unset", groups=("run",),
+                                   parse=optional_text, metavar="NAME")
+    recovery_partitions: int | None = setting(None, "partitions of a new recovery store "
+                                              "(unset: workers x processes; fixed once created)",
+                                              groups=("run",), parse=optional_positive_int,
+                                              metavar="N")
+    # Operations: metrics, status, logs.
+    metrics_port: int = setting(0, "serve Prometheus metrics on this port (0: off; process i of "
+                                "a local --processes cluster uses port + i)", groups=RUN,
+                                parse=non_negative_int, metavar="PORT")
+    metrics_addr: str = setting("0.0.0.0", "address the metrics endpoint listens on",
+                                groups=RUN, metavar="ADDR")
+    job_name: str = setting("binloop", "the job's name in the status bucket", groups=STATUS,
+                            parse=name_token, metavar="NAME")
+    status_bucket: str = setting("BINLOOP_STATUS", "NATS KV bucket the job publishes its "
+                                 "status to (binloop status reads it)", groups=STATUS,
+                                 parse=name_token, metavar="NAME")
+    status_interval: int | None = setting(5_000, "how often each process of the job publishes "
+                                          "its status ('off': never)", groups=RUN,
+                                          parse=optional_duration_ms, show=_show_duration,
+                                          metavar="DUR")
+    log_format: str = setting("text", "log lines on stderr: text | json (one object per line)",
+                              groups=LOGGING, parse=lambda t: _choice(t, ("text", "json")),
+                              metavar="FORMAT")
+    log_level: str = setting("info", "debug | info | warning | error", groups=LOGGING,
+                             parse=parse_log_level, metavar="LEVEL")
 
     def detection(self) -> DetectionParams:
         return DetectionParams(
@@ -344,10 +475,16 @@ def settings_for(group: str) -> list[dataclasses.Field[Any]]:
     return [f for f in dataclasses.fields(Config) if group in f.metadata["groups"]]
 
 
-def add_arguments(parser: argparse.ArgumentParser, group: str) -> None:
-    """Add `--config` and a flag for every setting of `group` (values parsed later)."""
-    parser.add_argument("--config", metavar="FILE", help="TOML file of settings")
-    for f in settings_for(group):
+def add_arguments(parser: argparse.ArgumentParser, group: str, *, extra: Iterable[str] = (),
+                  config_flag: bool = True) -> None:
+    """Add `--config` and a flag for every setting of `group` and the settings named in
+    `extra` (values parsed later)."""
+    if config_flag:
+        parser.add_argument("--config", metavar="FILE", help="TOML file of settings")
+    wanted = set(extra)
+    chosen = [f for f in dataclasses.fields(Config) if group in f.metadata["groups"]
+              or f.name in wanted]
+    for f in chosen:
         if not f.metadata["flag"]:
             continue
         shown = f.metadata["show"](f.default)

@@ -112,9 +112,15 @@ async def ensure_stream(js: JetStreamContext, spec: StreamSpec, manage: bool = T
         info = await js.add_stream(spec.config())
         log.info("created stream %s (subjects %s)", spec.name, ", ".join(spec.subjects))
         return info
-    except BadRequestError:
-        # Another worker or process created it at the same time.
-        return await js.stream_info(spec.name)
+    except BadRequestError as refused:
+        # Most often another worker or process created it at the same time; otherwise
+        # the server refused the config (e.g. its subjects overlap another stream's).
+        try:
+            return await js.stream_info(spec.name)
+        except NotFoundError:
+            raise StreamSetupError(
+                f"cannot create stream {spec.name} (subjects {', '.join(spec.subjects)}): "
+                f"{refused.description}") from None
 
 
 async def ensure_telemetry_stream(js: JetStreamContext, spec: StreamSpec,
@@ -147,3 +153,10 @@ async def ensure_telemetry_stream(js: JetStreamContext, spec: StreamSpec,
         log.warning("stream %s is partitioned %d ways; using %d partitions, not %d",
                     spec.name, existing, existing, wanted)
     return existing
+
+
+def stream_partitions(info: StreamInfo) -> int | None:
+    """The partitions of a stream with binloop's partition transform (None: none)."""
+    transform = info.config.subject_transform
+    match = _PARTITION_DEST.match(transform.dest or "") if transform is not None else None
+    return int(match.group("n")) if match else None

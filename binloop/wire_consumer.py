@@ -89,7 +89,17 @@ class WireOrderedConsumer:
         self._last_activity = time.monotonic()
         self._reconnects_seen = conn.reconnects
         self._retry_at = 0.0
+        self._last_reply = b""
         self.resets = 0
+
+    @property
+    def pending(self) -> int | None:
+        """Messages of the filter stored after the last one delivered (from its reply
+        subject, read when asked rather than per message)."""
+        if not self._last_reply:
+            return None
+        tokens = self._last_reply.split(b".")
+        return int(tokens[8] if len(tokens) == 9 else tokens[10])
 
     @property
     def active(self) -> bool:
@@ -225,6 +235,7 @@ class WireOrderedConsumer:
                      self.source, dseq, self._next_dseq, self.position)
             return False
         self._next_dseq = dseq + 1
+        self._last_reply = reply
         if sseq <= self.position:
             return True
         self.position = sseq

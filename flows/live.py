@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -32,10 +31,12 @@ from binloop.events import BINEvent, dumps_event
 from binloop.inputs import RawChunk
 from binloop.jetstream import StreamSpec, telemetry_stream_spec
 from binloop.jsonl import event_key
+from binloop.logs import current_format, setup_logging
+from binloop.metrics import record_counters
 from binloop.schema import DeadLetter
 from flows.detect import add_detector
 from flows.nats_source import NatsSourceSettings, NatsTelemetrySource, SourceItem, stop_requested
-from flows.operators import ShardInput
+from flows.operators import Seed, ShardInput
 from sinks.jsonl_file import JsonlFileSink
 from sinks.nats_events import NatsEventSettings, NatsEventSink
 from sinks.summary import OnSummary
@@ -88,16 +89,18 @@ def write_live_events(events: Stream[BINEvent], config: Config) -> None:
 def build_flow(config: Config, *, source: Source[SourceItem] | None = None,
                controls: ControlsFactory | None = None,
                on_events: OnEvents | None = None,
-               on_summary: OnSummary | None = None) -> Dataflow:
+               on_summary: OnSummary | None = None, seed: Seed | None = None) -> Dataflow:
     """The live dataflow: NATS telemetry to BINEvents on NATS (and a file).
-    `on_summary` is called with the running counters as they change."""
+    `on_summary` is called with the running counters as they change; `seed` keys start
+    disarmed when there is no recovery state."""
     flow = Dataflow("binloop_live")
     items = op.input("telemetry", flow, source or NatsTelemetrySource(source_settings(config)))
     split = op.branch("split_rejects", items, lambda x: isinstance(x, RawChunk))
     chunks = cast(Stream[RawChunk], split.trues)
     rejects = cast(Stream[DeadLetter], split.falses)
     events = add_detector(chunks, config, controls(flow) if controls else None,
-                          on_summary, rejects=rejects)
+                          on_summary, rejects=rejects, seed=seed,
+                          on_counters=record_counters)
     write_live_events(events, config)
     if on_events is not None:
         on_events(events)
@@ -130,12 +133,10 @@ def restore_handlers(previous: Handlers) -> None:
 
 
 def configure_logging() -> None:
-    root = logging.getLogger("binloop")
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("binloop: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
+    """binloop's logging (`binloop.logs`) from the settings, unless a command set it up."""
+    if current_format() is None:
+        config = load_config()
+        setup_logging(config.log_format, config.log_level)
 
 
 def __getattr__(name: str) -> Any:

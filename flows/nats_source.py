@@ -41,6 +41,7 @@ from typing_extensions import override
 
 from binloop.inputs import RawChunk
 from binloop.jetstream import StreamSpec, connect, ensure_telemetry_stream
+from binloop.metrics import PartitionMetrics
 from binloop.nats_consumer import Delivery, OrderedConsumer, PullSettings
 from binloop.nats_link import acquire_link, release_link
 from binloop.nats_wire import Unsupported, acquire_wire, release_wire, stream_last_seq
@@ -95,6 +96,11 @@ class _IdleClock:
 
 class _Consumer(Protocol):
     position: int  # the last stream sequence handed out
+
+    @property
+    def pending(self) -> int | None:
+        """Messages of the filter stored after the last one delivered (None: unknown)."""
+
 
     @property
     def active(self) -> bool: ...
@@ -205,6 +211,7 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
         self._reader.consumer.position = position.stream_seq
         self._chunk_seq = position.chunk_seq
         self._start_chunk = position.chunk_seq
+        self._metrics = PartitionMetrics(name, position.stream_seq)
         self._idle = _IdleClock(min(1.0, (settings.until_idle_s or 1.0) / 4))
         self._awake: datetime | None = None
         self._quiet_s = 0.0
@@ -225,6 +232,8 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
             self._chunk_seq += 1
         self._awake = None
         if delivery.messages:
+            consumer = self._reader.consumer
+            self._metrics.read(delivery.messages, consumer.position, consumer.pending)
             self._idle.since = time.monotonic()
             self._quiet_s = 0.0
         elif not self._reader.consumer.active:

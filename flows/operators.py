@@ -15,7 +15,7 @@ import math
 import pickle
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -69,6 +69,8 @@ class Disarm:
 
 
 ShardInput = ShardChunk | Rearm | Disarm
+# The keys a fresh detector starts disarmed (e.g. those the tool library answers).
+Seed = Callable[[], Iterable[Disarm]]
 
 
 @dataclass(slots=True)
@@ -76,6 +78,8 @@ class IngestStats:
     records_read: int = 0
     valid: int = 0
     invalid: int = 0
+    # The newest ts of the chunk's valid records (event-time lag metric).
+    max_ts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +134,8 @@ def _split_chunk(chunk: RawChunk, params: DetectionParams, limits: RecordLimits,
                                      parsed.max_ts))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
-    out.append(IngestStats(len(chunk.items) - parsed.blank, parsed.valid, len(parsed.dead)))
+    out.append(IngestStats(len(chunk.items) - parsed.blank, parsed.valid, len(parsed.dead),
+                           parsed.max_ts))
     return out
 
 
@@ -164,8 +169,14 @@ class ShardState:
 class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
     """One state shard: puts chunks back in order and runs the detector on them."""
 
-    def __init__(self, params: DetectionParams, shards: int, resume: bytes | None) -> None:
+    def __init__(self, params: DetectionParams, shards: int, resume: bytes | None,
+                 seed: Seed | None = None) -> None:
         fresh = ShardState(Detector(params, external_clock=True), shards)
+        if resume is None and seed is not None:
+            # A shard does not know which keys are its own: it holds every seeded key
+            # (as many as the library has tools), and only its own ever see records.
+            for disarm in seed():
+                fresh.detector.disarm(disarm.key, disarm.epoch)
         self._partition_seen: dict[str, float] = {}
         self.state: ShardState = fresh if resume is None else pickle.loads(resume)
         if (self.state.detector.params, self.state.shards) != (params, shards):
@@ -238,9 +249,11 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
 
 @operator
 def detect_friction(step_id: str, up: op.KeyedStream[ShardInput],
-                    params: DetectionParams, shards: int) -> DetectOut:
-    """FRICTION-DETECT over shard-keyed chunks and control commands."""
-    detected = op.stateful_batch("shards", up, lambda resume: DetectShard(params, shards, resume))
+                    params: DetectionParams, shards: int, seed: Seed | None = None) -> DetectOut:
+    """FRICTION-DETECT over shard-keyed chunks and control commands; a shard that starts
+    without recovery state first disarms the `seed` keys."""
+    detected = op.stateful_batch("shards", up,
+                                 lambda resume: DetectShard(params, shards, resume, seed))
     values = op.key_rm("unkey", detected)
     stats = op.branch("stats", values, lambda x: isinstance(x, DetectorStats))
     late = op.branch("late", stats.falses, lambda x: isinstance(x, Late))

@@ -17,3 +17,22 @@ def tau_telemetry() -> Path:
     if not TAU_TELEMETRY.is_file():
         pytest.skip(f"real telemetry not found at {TAU_TELEMETRY} (the repo's ../shared/data)")
     return TAU_TELEMETRY
+
+
+@pytest.fixture(scope="session")
+def typescript_target() -> object:
+    """The TypeScript target with its toolchain installed once (into the user cache).
+
+    Skips, saying why, only where no node runtime (or no typescript install) can be had.
+    """
+    from pipeline_runner.sandbox import Limits
+    from pipeline_runner.targets.typescript import TypeScriptTarget
+    from pipeline_runner.toolchain import ToolchainUnavailable
+
+    target = TypeScriptTarget(check_limits=Limits(wall_s=120, cpu_s=120),
+                              test_limits=Limits(wall_s=60, cpu_s=60))
+    try:
+        target.toolchain()
+    except ToolchainUnavailable as exc:
+        pytest.skip(f"TypeScript target unavailable: {exc}")
+    return target

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
-from binloop.commands.run import STORE_META, init_recovery_store, store_shards
+from binloop.commands.run import init_recovery_store
 from binloop.config import DEFAULT_SHARDS, Config, ConfigError, load_config
+from binloop.recovery_store import MARKER, prepare_store, store_shards
 
 
 def config(**values: str) -> Config:
@@ -16,28 +18,36 @@ def config(**values: str) -> Config:
 
 def test_a_new_store_notes_the_count_it_is_written_with(tmp_path: Path) -> None:
     store = tmp_path / "recovery"
-    assert store_shards(config(recovery_dir=str(store))) == DEFAULT_SHARDS
-    assert (store / STORE_META).is_file()
+    assert init_recovery_store(config(recovery_dir=str(store))).shards == DEFAULT_SHARDS
+    assert orjson.loads((store / MARKER).read_bytes())["shards"] == DEFAULT_SHARDS
     # later runs: auto takes the store's count, another count is refused
-    assert store_shards(config(recovery_dir=str(store))) == DEFAULT_SHARDS
+    assert init_recovery_store(config(recovery_dir=str(store))).shards == DEFAULT_SHARDS
     with pytest.raises(ConfigError, match="--shards 16"):
-        store_shards(config(recovery_dir=str(store), shards="8"))
+        init_recovery_store(config(recovery_dir=str(store), shards="8"))
 
 
-def test_an_explicit_count_is_noted(tmp_path: Path) -> None:
+def test_an_explicit_count_is_noted_and_every_process_reads_it(tmp_path: Path) -> None:
     store = tmp_path / "recovery"
-    assert store_shards(config(recovery_dir=str(store), shards="8")) == 8
-    assert store_shards(config(recovery_dir=str(store))) == 8
+    assert init_recovery_store(config(recovery_dir=str(store), shards="8")).shards == 8
+    assert init_recovery_store(config(recovery_dir=str(store)), process_id=1).shards == 8
 
 
-def test_a_store_of_an_earlier_binloop_had_64_shards(tmp_path: Path) -> None:
-    store = tmp_path / "recovery"
-    init_recovery_store(store, 1)  # parts, no note
-    assert store_shards(config(recovery_dir=str(store))) == 64
-    assert store_shards(config(recovery_dir=str(store), shards="64")) == 64
+def test_stores_that_did_not_note_it_had_64_shards(tmp_path: Path) -> None:
+    by_hand = tmp_path / "by-hand"
+    from bytewax.recovery import init_db_dir
+
+    by_hand.mkdir()
+    init_db_dir(by_hand, 1)  # python -m bytewax.recovery DIR 1: no marker
+    assert store_shards(by_hand) == 64
+    assert init_recovery_store(config(recovery_dir=str(by_hand))).shards == 64
+    earlier = tmp_path / "earlier"
+    prepare_store(earlier, 1)
+    marker = earlier / MARKER  # as binloop wrote it before noting the shards
+    marker.write_bytes(orjson.dumps({"partitions": 1, "created": 0}))
+    assert init_recovery_store(config(recovery_dir=str(earlier))).shards == 64
 
 
-def test_without_a_store_the_setting_or_the_default(tmp_path: Path) -> None:
-    assert store_shards(config()) == DEFAULT_SHARDS
-    assert store_shards(config(shards="3")) == 3
+def test_without_a_store_the_setting_or_the_default() -> None:
+    assert config().shard_count() == DEFAULT_SHARDS
+    assert config(shards="3").shard_count() == 3
     assert load_config({"shards": "auto"}, env={}).shards is None

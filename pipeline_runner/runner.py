@@ -1,0 +1,236 @@
+"""The BIN build pipeline (paper Alg. 2): one BINEvent in, a gated tool or a rollback out.
+
+Stages: pause -> design -> build (implement + package, written to staging) -> check
+(lint + type-check, sandboxed) -> test (acceptance tests, sandboxed) -> gate (commit to
+the library: probationary) -> reload (registry-updated notice) -> resume.
+
+Atomicity: until the gate, nothing is written to the library but the build's private
+staging directory, which is removed whatever happens. The gate is the library's
+atomic commit (files renamed into place, then one manifest rename). If reload fails
+after the gate, the commit is reverted byte for byte. Resume always runs, with the
+checkpoint written at pause. Every build leaves an audit record under `audit/`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from binloop.events import BINEvent
+from pipeline_runner import manifest as mf
+from pipeline_runner.audit import BuildAudit, BuildOutcome, StageRecord
+from pipeline_runner.control import AgentControl, LogControl, write_checkpoint
+from pipeline_runner.design import Design, InvalidDesign, check_design, design_from_json
+from pipeline_runner.designers import Designer
+from pipeline_runner.event_input import for_design
+from pipeline_runner.fsutil import sha256_bytes, write_tree
+from pipeline_runner.library import Commit, ToolLibrary
+from pipeline_runner.names import check_relpath
+from pipeline_runner.redact import Redactor
+from pipeline_runner.sandbox import detect_isolation
+from pipeline_runner.stages import StageError, StageFailed, run_stage
+from pipeline_runner.targets import StageRun, Target
+
+EXIT_CODES: Final = {"gated": 0, "rolled_back": 2, "error": 1}
+
+
+@dataclass(frozen=True)
+class StageTimeouts:
+    """Seconds per in-process stage (sandboxed stages have their own wall limits)."""
+
+    pause: float = 10.0
+    design: float = 180.0
+    build: float = 180.0
+    reload: float = 10.0
+    resume: float = 10.0
+
+
+@dataclass
+class BuildResult:
+    build_id: str
+    event_id: str
+    outcome: BuildOutcome
+    reason: str = ""
+    tool: dict[str, Any] | None = None
+    manifest_version: int | None = None
+    audit_path: Path | None = None
+    stages: list[StageRecord] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.outcome]
+
+    def summary(self) -> dict[str, Any]:
+        return {"build_id": self.build_id, "event_id": self.event_id, "outcome": self.outcome,
+                "reason": self.reason, "tool": self.tool,
+                "manifest_version": self.manifest_version,
+                "audit": str(self.audit_path) if self.audit_path else None,
+                "stages": [{"stage": s.stage, "outcome": s.outcome, "duration_ms": s.duration_ms,
+                            "reason": s.reason} for s in self.stages]}
+
+
+def new_build_id(event_id: str) -> str:
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{event_id[:12]}-{secrets.token_hex(3)}"
+
+
+def _stage_detail(run: StageRun) -> dict[str, Any]:
+    return run.detail()
+
+
+def _checked(run: StageRun) -> StageRun:
+    if not run.ok:
+        timed_out = any("timed out" in s.reason for s in run.steps if not s.ok)
+        raise StageError(run.reason, run.detail(), timed_out)
+    return run
+
+
+class BuildRunner:
+    """Runs builds against one library with one designer and one target."""
+
+    def __init__(self, library: ToolLibrary, designer: Designer, target: Target,
+                 control: AgentControl | None = None,
+                 timeouts: StageTimeouts | None = None) -> None:
+        self.library = library
+        self.designer = designer
+        self.target = target
+        self.control: AgentControl = control or LogControl()
+        self.timeouts = timeouts or StageTimeouts()
+
+    def build(self, event: BINEvent, build_id: str | None = None) -> BuildResult:
+        """Run the whole pipeline for one event; never raises for a stage failure."""
+        build_id = build_id or new_build_id(event["event_id"])
+        already = self._already_built(event)
+        if already is not None:
+            return already
+        redactor = Redactor()
+        design_event = for_design(event, redactor)
+        audit = BuildAudit(build_id, dict(design_event), self.designer.name, self.target.name)
+        audit.sandbox = detect_isolation().describe()
+        started = time.perf_counter()
+        result = BuildResult(build_id, event["event_id"], "rolled_back", stages=audit.stages)
+        checkpoint: dict[str, Any] = {}
+        try:
+            checkpoint = self._pause(event, build_id, audit.stages)
+            self._build_and_gate(design_event, redactor, build_id, audit, result)
+        except StageFailed as failed:
+            result.reason = failed.record.reason
+            result.outcome = "error" if failed.record.stage == "gate" else "rolled_back"
+        finally:
+            self._resume(event, checkpoint, audit.stages)
+            audit.outcome, audit.reason = result.outcome, result.reason
+            audit.tool, audit.manifest_version = result.tool, result.manifest_version
+            audit.redactions = redactor.count
+            audit.duration_ms = round((time.perf_counter() - started) * 1000, 2)
+            result.audit_path = audit.write(self.library.audit_dir)
+        return result
+
+    # -- stages ------------------------------------------------------------------------
+    def _pause(self, event: BINEvent, build_id: str, records: list[StageRecord]
+               ) -> dict[str, Any]:
+        reason = {"event_id": event["event_id"], "tool": event["tool"],
+                  "failure_mode": event["failure_mode"], "build_id": build_id}
+
+        def pause() -> dict[str, Any]:
+            try:
+                state = self.control.pause(event["session_id"], reason)
+            except Exception as exc:  # an agent channel problem must not stop the build
+                state = None
+                reason["control_error"] = repr(exc)
+            return write_checkpoint(self.library.checkpoint_dir, build_id,
+                                    event["session_id"], state)
+
+        return run_stage("pause", pause, self.timeouts.pause, records,
+                         lambda cp: {"answered": cp["answered"], "checkpoint": cp["path"]})
+
+    def _build_and_gate(self, event: BINEvent, redactor: Redactor, build_id: str,
+                        audit: BuildAudit, result: BuildResult) -> None:
+        records = audit.stages
+        manifest = self.library.read()
+        design = run_stage("design", lambda: self._design(event, manifest, redactor),
+                           self.timeouts.design, records,
+                           lambda d: {"name": d.name, "behaviour": d.behaviour,
+                                      "cases": len(d.acceptance)})
+        with self.library.staging(build_id) as staging:
+            tool_dir = staging / "tool"
+            files = run_stage("build", lambda: self._implement(design, redactor, tool_dir),
+                              self.timeouts.build, records,
+                              lambda f: {"files": {k: len(v) for k, v in f.items()}})
+            run_stage("check", lambda: _checked(self.target.check(tool_dir)), None, records,
+                      _stage_detail)
+            run_stage("test", lambda: _checked(self.target.test(tool_dir)), None, records,
+                      _stage_detail)
+            commit = run_stage("gate", lambda: self._gate(design, files, tool_dir, event),
+                               None, records,
+                               lambda c: {"version": c.version, "path": str(c.version_dir)})
+        result.tool = {"name": design.name, "version": commit.version, "status": "probationary",
+                       "path": commit.version_dir.relative_to(self.library.root).as_posix(),
+                       "target": self.target.name, "answers": dict(design.answers)}
+        result.manifest_version = commit.manifest["version"]
+        try:
+            run_stage("reload", lambda: self.control.registry_updated(
+                commit.manifest["version"], result.tool), self.timeouts.reload, records)
+        except StageFailed:
+            self.library.revert(commit)
+            result.tool, result.manifest_version = None, None
+            raise
+        result.outcome, result.reason = "gated", ""
+
+    def _design(self, event: BINEvent, manifest: mf.Manifest, redactor: Redactor) -> Design:
+        design = self.designer.design(event, manifest)
+        answers: mf.Answers = {"tool": event["tool"], "failure_mode": event["failure_mode"]}
+        if dict(design.answers) != dict(answers):
+            raise InvalidDesign(f"design answers {design.answers}, the event is {answers}")
+        check_design(design)
+        clean = redactor.document(design.to_json())
+        return design_from_json(clean, answers, design.designer or self.designer.name)
+
+    def _implement(self, design: Design, redactor: Redactor, tool_dir: Path) -> dict[str, bytes]:
+        sources = self.designer.implement(design, self.target.name)
+        if not isinstance(sources, dict):
+            raise InvalidDesign("implement() must return a dict of file path -> source text")
+        clean = {path: redactor.code(text) if isinstance(text, str) else text
+                 for path, text in sources.items()}
+        files = self.target.package(design, clean)
+        for rel in files:
+            check_relpath(rel)
+        write_tree(tool_dir, files)
+        return files
+
+    def _gate(self, design: Design, files: dict[str, bytes], tool_dir: Path,
+              event: BINEvent) -> Commit:
+        hashes = {rel: sha256_bytes(data) for rel, data in sorted(files.items())}
+
+        def version_of(number: int) -> mf.ToolVersion:
+            return {"version": number, "status": "probationary",
+                    "status_reason": "gated: acceptance tests passed", "target": self.target.name,
+                    "path": f"tools/{design.name}/v{number}", "entry": self.target.entry,
+                    "files": hashes, "created": mf.iso_now(), "uses": {"ok": 0, "failed": 0},
+                    "recent_use_ids": [], "event_id": event["event_id"],
+                    "arm_epoch": event["arm_epoch"],
+                    "designer": design.designer or self.designer.name,
+                    "description": design.description}
+
+        return self.library.commit(tool_dir, design.name, dict(design.answers),  # type: ignore[arg-type]
+                                   version_of)
+
+    def _resume(self, event: BINEvent, checkpoint: dict[str, Any],
+                records: list[StageRecord]) -> None:
+        # The failure is recorded; a build's outcome does not depend on the agent's answer.
+        with contextlib.suppress(StageFailed):
+            run_stage("resume", lambda: self.control.resume(event["session_id"], checkpoint),
+                      self.timeouts.resume, records)
+
+    def _already_built(self, event: BINEvent) -> BuildResult | None:
+        for entry in self.library.read()["tools"].values():
+            for version in mf.all_versions(entry):
+                if version["event_id"] == event["event_id"]:
+                    return BuildResult(
+                        "", event["event_id"], "gated", "already built from this event",
+                        {"name": entry["name"], "version": version["version"],
+                         "status": version["status"], "path": version["path"],
+                         "target": version["target"], "answers": dict(entry["answers"])})
+        return None

@@ -1,0 +1,76 @@
+"""`binloop build` exit codes and `binloop tools` on a real library, through the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from binloop.events import dumps_event
+from tests.test_offline_designer import scenario_event
+from tests.test_runner import payment_event
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def binloop(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("BINLOOP_LIBRARY", None)
+    return subprocess.run([sys.executable, "-m", "binloop.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+
+
+def test_build_exit_codes_and_tools_commands(tmp_path: Path) -> None:
+    lib = str(tmp_path / "lib")
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(dumps_event(payment_event()) + b"\n"
+                       + dumps_event(scenario_event("NETWORK")) + b"\n")
+    ambiguous = binloop("build", "--event", str(events), "--library", lib)
+    assert ambiguous.returncode == 1 and "--event-id" in ambiguous.stderr
+    payment_id = payment_event()["event_id"]
+    gated = binloop("build", "--event", str(events), "--event-id", payment_id[:10],
+                    "--library", lib, "--json")
+    assert gated.returncode == 0, gated.stderr
+    summary = orjson.loads(gated.stdout)
+    name = summary["tool"]["name"]
+    assert summary["outcome"] == "gated" and len(summary["stages"]) == 8
+
+    one = tmp_path / "network.json"
+    one.write_bytes(dumps_event(scenario_event("NETWORK")))
+    rolled = binloop("build", "--event", str(one), "--library", lib,
+                     "--designer", "tests.designers:no_design")
+    assert rolled.returncode == 2 and "never designs" in rolled.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"event_id": "x", "tool": "t"}')
+    assert binloop("build", "--event", str(broken), "--library", lib).returncode == 1
+    assert binloop("build", "--event", str(one), "--library", lib,
+                   "--designer", "nowhere:nothing").returncode == 1
+
+    listed = orjson.loads(binloop("tools", "list", "--library", lib, "--json").stdout)
+    assert [(t["name"], t["status"]) for t in listed["tools"]] == [(name, "probationary")]
+    shown = binloop("tools", "show", name, "--library", lib, "--json")
+    assert shown.returncode == 0 and orjson.loads(shown.stdout)["modified_files"] == []
+
+    uses = tmp_path / "uses.jsonl"
+    uses.write_text("".join(
+        orjson.dumps({"ts": 1_700_000_000_000 + i, "tool": name, "outcome": "success",
+                      "session_id": 3, "args": {}}).decode() + "\n" for i in range(2))
+                    + "not json\n")
+    applied = orjson.loads(binloop("tools", "apply", "--telemetry", str(uses), "--library", lib,
+                                   "--json").stdout)
+    assert applied["invalid"] == 1
+    assert applied["changes"] == [{"name": name, "version": 1, "from": "probationary",
+                                   "to": "stable"}]
+    assert binloop("tools", "quarantine", name, "--library", lib, "--reason", "bad").returncode == 0
+    assert "quarantined" in binloop("tools", "list", "--library", lib).stdout
+    assert binloop("tools", "promote", name, "--library", lib).returncode == 0
+    assert binloop("tools", "rollback", name, "--library", lib).returncode == 2  # no v0
+    assert binloop("tools", "show", "nope", "--library", lib).returncode == 2
+
+    tool_file = tmp_path / "lib" / summary["tool"]["path"] / "tool.py"
+    tool_file.write_text(tool_file.read_text() + "# tampered\n")
+    tampered = binloop("tools", "show", name, "--library", lib)
+    assert tampered.returncode == 1 and "tool.py" in tampered.stdout

@@ -1,0 +1,63 @@
+"""Secret redaction of evidence, designs and generated code."""
+
+from __future__ import annotations
+
+from pipeline_runner.redact import MASK, Redactor, redact, redact_text
+
+SECRETS = [
+    "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "xoxb-1234567890-abcdefghij",
+    "AKIAABCDEFGHIJKLMNOP",
+    "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXBhcnQ",
+    "sk_live_abcdefghij1234567890",
+]
+
+
+def test_known_secret_shapes_are_masked_in_any_text() -> None:
+    for secret in SECRETS:
+        text = f"request failed with key {secret} (retry later)"
+        cleaned = redact_text(text)
+        assert secret not in cleaned and MASK in cleaned, secret
+        assert cleaned.startswith("request failed with key ")
+
+
+def test_headers_passwords_private_keys_and_url_credentials() -> None:
+    error = ("401 Unauthorized: Authorization: Bearer abc.def.ghi-123456 sent to "
+             "https://admin:hunter2@db.example.com/x with password=s3cr3t&user=bob")
+    cleaned = redact_text(error)
+    for secret in ("abc.def.ghi-123456", "hunter2", "s3cr3t"):
+        assert secret not in cleaned
+    assert "user=bob" in cleaned and "db.example.com" in cleaned
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"
+    assert redact_text(f"key: {pem} end") == f"key: {MASK} end"
+
+
+def test_values_under_secret_keys_are_masked() -> None:
+    args = {"user": "bob", "api_key": "plain-looking", "nested": {"password": 1234, "pin": "0000"},
+            "headers": [{"Authorization": "Basic Ym9iOnB3"}], "max_tokens": 300,
+            "token_count": 5, "flag": True, "session_token": "abc"}
+    redactor = Redactor()
+    cleaned = redactor.value(args)
+    assert cleaned["user"] == "bob" and cleaned["max_tokens"] == 300
+    assert cleaned["token_count"] == 5 and cleaned["flag"] is True
+    assert cleaned["api_key"] == MASK and cleaned["session_token"] == MASK
+    assert cleaned["nested"] == {"password": MASK, "pin": MASK}
+    assert cleaned["headers"] == [{"Authorization": MASK}]
+    assert redactor.count == 5
+    assert args["api_key"] == "plain-looking"  # the input is not changed
+
+
+def test_code_keeps_identifiers_that_look_like_keys() -> None:
+    source = 'function f(token: string, password = "x"): string { return token; }'
+    assert Redactor().code(source) == source
+    assert Redactor().document({"properties": {"token": {"type": "string"}}}) == {
+        "properties": {"token": {"type": "string"}}}
+    assert SECRETS[0] not in Redactor().code(f'const KEY = "{SECRETS[0]}";')
+
+
+def test_redact_walks_json() -> None:
+    assert redact([{"error": f"bad key {SECRETS[2]}"}, 3, None]) == [
+        {"error": f"bad key {MASK}"}, 3, None]
