@@ -76,6 +76,15 @@ def partition_transform(prefix: str, partitions: int) -> tuple[str, str]:
             f"{partition_prefix(prefix)}.{{{{partition({partitions},2)}}}}.{{{{wildcard(2)}}}}")
 
 
+def tool_filters(prefix: str, tool: str) -> list[str]:
+    """Every subject a tool's records may be stored under in the telemetry stream:
+    partitioned (`{prefix}_p.<p>.<tool>`, and `{prefix}_p.<p>.<session>.<tool>` in
+    streams partitioned by earlier versions) or not (`{prefix}.<session>.<tool>`)."""
+    token = subject_token(tool)
+    head = partition_prefix(prefix)
+    return [f"{head}.*.{token}", f"{head}.*.*.{token}", f"{prefix}.*.{token}"]
+
+
 def partition_filters(prefix: str, partition: int) -> list[str]:
     """The stream subjects partition `partition` consumes. Partition 0 also takes
     every message stored unpartitioned (another subject shape, or stored before the

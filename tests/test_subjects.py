@@ -71,3 +71,10 @@ def test_server_urls_are_shown_without_credentials() -> None:
     assert redact_url("nats://alice:s3cret@nats-1:4222,nats://tok@nats-2:4222") == \
         "nats://***@nats-1:4222,nats://***@nats-2:4222"
     assert redact_url("nats://127.0.0.1:4222") == "nats://127.0.0.1:4222"
+
+
+def test_every_subject_a_tools_records_may_be_stored_under() -> None:
+    from binloop.subjects import tool_filters
+
+    assert tool_filters("telemetry", "book.flight") == [
+        "telemetry_p.*.book%2Eflight", "telemetry_p.*.*.book%2Eflight", "telemetry.*.book%2Eflight"]
