@@ -2,12 +2,12 @@
 
 The stream is partitioned by the server (see `binloop.jetstream`): partition `p` is
 the subject filter `telemetry_p.<p>.>` (partition 0 also reads anything stored
-unpartitioned). Each Bytewax partition reads one stream partition through an ordered pull consumer
-with bounded requests in flight, and numbers its chunks 0, 1, 2, ... The consumer is
-:class:`binloop.wire_consumer.WireOrderedConsumer` on binloop's own lean client of the
-NATS protocol (`binloop.nats_wire`, one connection per worker thread), or
-:class:`binloop.nats_consumer.OrderedConsumer` on nats-py (`client = nats-py`, and
-`auto` when the server needs TLS or NKeys); both keep the same contract.
+unpartitioned). Each Bytewax partition reads one stream partition through an ordered
+pull consumer with bounded requests in flight, and numbers its chunks 0, 1, 2, ...
+The consumer is :class:`binloop.wire_consumer.WireOrderedConsumer` on binloop's own
+lean client of the NATS protocol (`binloop.nats_wire`, one connection per worker
+thread), or :class:`binloop.nats_consumer.OrderedConsumer` on nats-py (`client =
+nats-py`, and `auto` when the server needs TLS or NKeys); both keep the same contract.
 
 Delivery guarantee: exactly-once with Bytewax recovery. A partition's snapshot is
 `NatsPosition(stream_seq, chunk_seq)`: the last stream sequence it handed out and
@@ -100,7 +100,6 @@ class _Consumer(Protocol):
     @property
     def pending(self) -> int | None:
         """Messages of the filter stored after the last one delivered (None: unknown)."""
-
 
     @property
     def active(self) -> bool: ...

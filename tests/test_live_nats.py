@@ -77,10 +77,13 @@ def assert_same_counters(live: Any, expected: Any) -> None:
     assert {k: getattr(live, k) for k in COUNTERS} == {k: getattr(expected, k) for k in COUNTERS}
 
 
-def test_live_events_equal_the_reference(nats_server: NatsServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["auto", "nats-py"])
+def test_live_events_equal_the_reference(nats_server: NatsServer, tmp_path: Path,
+                                         client: str) -> None:
+    """Through binloop's wire reader (auto) and through nats-py."""
     lines = telemetry(6000)
     publish(nats_server.url, lines)
-    config = live_config(nats_server.url, tmp_path)
+    config = live_config(nats_server.url, tmp_path, nats_client=client)
     summary = run_live(config)
     expected, ref_summary = reference(config, lines, tmp_path)
     assert len(expected) >= 20
