@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "binloop.commands.publish",
     "binloop.commands.nats_server",
     "binloop.commands.bench",
+    "binloop.commands.demo",
 )
 
 
