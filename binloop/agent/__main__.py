@@ -87,8 +87,14 @@ def run(args: argparse.Namespace) -> int:
                                 agent_id=settings.agent_id)
     agent = ReferenceAgent(settings, telemetry, registry, AirlineService(args.latency),
                            PauseGate(args.resume_timeout))
-    channel = ControlChannel(args.nats, session, agent, prefix=args.control_subject_prefix,
-                             registry_subject=args.registry_subject)
+    try:
+        channel: ControlChannel | None = ControlChannel(
+            args.nats, session, agent, prefix=args.control_subject_prefix,
+            registry_subject=args.registry_subject)
+    except (ConnectionError, TimeoutError, OSError) as exc:
+        log.warning("no control plane (%s): this agent cannot be paused or told of new "
+                    "tools; it works on with the tools the library holds now", exc)
+        channel = None
     started = time.time()
     log.info("session %s: %s (target %s, library %s)", session, agent.state.task, args.target,
              args.library)
@@ -96,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         report = agent.run()
     finally:
         published = telemetry.flush(30)
-        channel.close()
+        if channel is not None:
+            channel.close()
         telemetry.close()
         registry.close()
     log.info("%s: %s; %d calls, %d failed; telemetry %s", "done" if report.ok else "gave up",

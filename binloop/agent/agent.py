@@ -283,7 +283,9 @@ class ReferenceAgent:
     def on_resume(self, checkpoint: dict[str, Any]) -> None:
         build_id = checkpoint.get("build_id")
         restored = False
-        if checkpoint.get("answered"):
+        # The state is taken back only while this build still holds the agent: after a
+        # pause that timed out on either side, the agent's own state is newer.
+        if checkpoint.get("answered") and self.gate.held_by(str(build_id)):
             try:
                 self.state = TaskState.from_json(checkpoint.get("state"))
                 restored = True

@@ -81,6 +81,11 @@ class PauseGate:
                 self._cond.wait()
             return snapshot()
 
+    def held_by(self, build_id: str) -> bool:
+        """True while `build_id` holds the agent paused."""
+        with self._cond:
+            return build_id in self._paused_by
+
     def resume(self, build_id: str | None) -> bool:
         """Release the pause of `build_id` (None: every pause); True when running again."""
         with self._cond:

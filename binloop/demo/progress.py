@@ -36,6 +36,7 @@ class Progress:
     resume_at: float | None = None
     result: dict[str, Any] | None = None
     result_at: float | None = None
+    last_call_at: float | None = None
     uses_ok: list[float] = field(default_factory=list)
     uses_failed: int = 0
     stable_at: float | None = None
@@ -94,6 +95,7 @@ class Progress:
     # -- telemetry -------------------------------------------------------------------------
     def _telemetry(self, at: float, rec: dict[str, Any]) -> None:
         self.calls += 1
+        self.last_call_at = at
         tool, outcome = str(rec.get("tool")), str(rec.get("outcome"))
         if isinstance(rec.get("id"), str):
             self.arrivals[rec["id"]] = at
@@ -143,10 +145,13 @@ class Progress:
                                     f"in session {event.get('session_id')} (event "
                                     f"{str(event.get('event_id'))[:12]}{after})", at)
 
+    def _session(self) -> str:
+        return str((self.event or {}).get("session_id", "?"))
+
     def _pause(self, at: float, reason: dict[str, Any]) -> None:
         self.pause_at = self.pause_at or at
-        self.timeline.add("control", f"pause requested of the agent's session (build "
-                                     f"{reason.get('build_id')}): it stops calling tools", at)
+        self.timeline.add("control", f"pause request to session {self._session()} for build "
+                                     f"{reason.get('build_id')}", at)
 
     def _registry(self, at: float, notice: dict[str, Any]) -> None:
         self.registry, self.registry_at = notice, at
@@ -161,10 +166,13 @@ class Progress:
 
         self.resume, self.resume_at = checkpoint, at
         try:
-            where = "it had paused " + TaskState.from_json(checkpoint.get("state")).summary()
+            where = "paused " + TaskState.from_json(checkpoint.get("state")).summary()
         except ValueError:
             where = "the agent did not answer the pause"
-        self.timeline.add("control", f"resume with the checkpoint: {where}", at)
+        quiet = at - max(self.last_call_at or 0.0, self.pause_at or 0.0)
+        self.timeline.add("control", f"resume session {self._session()} with its checkpoint "
+                                     f"({where}); no tool call in the {fmt_ms(quiet * 1000)} "
+                                     "before", at)
 
     def _result(self, at: float, result: dict[str, Any]) -> None:
         self.result, self.result_at = result, at
