@@ -105,6 +105,21 @@ def optional_text(text: str) -> str | None:
     return text or None
 
 
+def optional_non_negative_int(text: str) -> int | None:
+    return None if text.strip().lower() in ("", "none") else non_negative_int(text)
+
+
+def name_token(text: str) -> str:
+    """A name usable as a NATS subject token and KV key part: `[A-Za-z0-9_-]+`."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", text):
+        raise ValueError(f"{text!r} must be letters, digits, '_' or '-'")
+    return text
+
+
+def parse_log_level(text: str) -> str:
+    return _choice(text.strip().lower(), ("debug", "info", "warning", "error"))
+
+
 def _show(value: Any) -> str:
     if isinstance(value, frozenset):
         return ",".join(sorted(value))
@@ -141,6 +156,9 @@ BUILD = ("build", "run", "runner")
 TOOLS = ("tools", "run", "runner")
 NATS = ("run", "flow", "publish", "runner")
 RUN_RUNNER = (*RUN, "runner")
+# Flags every command takes (added by binloop.cli); `status` reads what `run` publishes.
+LOGGING = ("logging",)
+STATUS = ("run", "flow", "status")
 
 
 @dataclass(frozen=True)
@@ -353,6 +371,41 @@ class Config:
                                "that doubles up to this (the most a message waits when the "
                                "stream is quiet)", groups=RUN, parse=parse_duration_ms,
                                show=_show_duration, metavar="DUR")
+    # A cluster of `binloop run` processes (binloop.cluster_spec).
+    process_id: int | None = setting(None, "this process's index in the cluster of --addresses "
+                                     "(unset: the ordinal of --pod-name)", groups=("run",),
+                                     parse=optional_non_negative_int, metavar="I")
+    addresses: str | None = setting(None, "the cluster's processes as host:port, ';'-separated, "
+                                    "or a template with {i} expanded for i < --processes "
+                                    "(binloop-{i}.binloop-headless:9999)", groups=("run",),
+                                    parse=optional_text, metavar="LIST")
+    pod_name: str | None = setting(None, "a StatefulSet pod name (binloop-2): its ordinal is the "
+                                   "process id when --process-id is unset", groups=("run",),
+                                   parse=optional_text, metavar="NAME")
+    recovery_partitions: int | None = setting(None, "partitions of a new recovery store "
+                                              "(unset: workers x processes; fixed once created)",
+                                              groups=("run",), parse=optional_positive_int,
+                                              metavar="N")
+    # Operations: metrics, status, logs.
+    metrics_port: int = setting(0, "serve Prometheus metrics on this port (0: off; process i of "
+                                "a local --processes cluster uses port + i)", groups=RUN,
+                                parse=non_negative_int, metavar="PORT")
+    metrics_addr: str = setting("0.0.0.0", "address the metrics endpoint listens on",
+                                groups=RUN, metavar="ADDR")
+    job_name: str = setting("binloop", "the job's name in the status bucket", groups=STATUS,
+                            parse=name_token, metavar="NAME")
+    status_bucket: str = setting("BINLOOP_STATUS", "NATS KV bucket the job publishes its "
+                                 "status to (binloop status reads it)", groups=STATUS,
+                                 parse=name_token, metavar="NAME")
+    status_interval: int | None = setting(5_000, "how often each process of the job publishes "
+                                          "its status ('off': never)", groups=RUN,
+                                          parse=optional_duration_ms, show=_show_duration,
+                                          metavar="DUR")
+    log_format: str = setting("text", "log lines on stderr: text | json (one object per line)",
+                              groups=LOGGING, parse=lambda t: _choice(t, ("text", "json")),
+                              metavar="FORMAT")
+    log_level: str = setting("info", "debug | info | warning | error", groups=LOGGING,
+                             parse=parse_log_level, metavar="LEVEL")
 
     def detection(self) -> DetectionParams:
         return DetectionParams(
@@ -400,10 +453,16 @@ def settings_for(group: str) -> list[dataclasses.Field[Any]]:
     return [f for f in dataclasses.fields(Config) if group in f.metadata["groups"]]
 
 
-def add_arguments(parser: argparse.ArgumentParser, group: str) -> None:
-    """Add `--config` and a flag for every setting of `group` (values parsed later)."""
-    parser.add_argument("--config", metavar="FILE", help="TOML file of settings")
-    for f in settings_for(group):
+def add_arguments(parser: argparse.ArgumentParser, group: str, *, extra: Iterable[str] = (),
+                  config_flag: bool = True) -> None:
+    """Add `--config` and a flag for every setting of `group` and the settings named in
+    `extra` (values parsed later)."""
+    if config_flag:
+        parser.add_argument("--config", metavar="FILE", help="TOML file of settings")
+    wanted = set(extra)
+    chosen = [f for f in dataclasses.fields(Config) if group in f.metadata["groups"]
+              or f.name in wanted]
+    for f in chosen:
         if not f.metadata["flag"]:
             continue
         shown = f.metadata["show"](f.default)

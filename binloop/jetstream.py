@@ -147,3 +147,10 @@ async def ensure_telemetry_stream(js: JetStreamContext, spec: StreamSpec,
         log.warning("stream %s is partitioned %d ways; using %d partitions, not %d",
                     spec.name, existing, existing, wanted)
     return existing
+
+
+def stream_partitions(info: StreamInfo) -> int | None:
+    """The partitions of a stream with binloop's partition transform (None: none)."""
+    transform = info.config.subject_transform
+    match = _PARTITION_DEST.match(transform.dest or "") if transform is not None else None
+    return int(match.group("n")) if match else None

@@ -104,6 +104,8 @@ class OrderedConsumer:
         self._retry_at = 0.0
         self._deleting: set[asyncio.Task[None]] = set()
         self.resets = 0
+        # Messages of the filter stored after the last one delivered (from its reply).
+        self.pending: int | None = None
 
     @property
     def active(self) -> bool:
@@ -245,7 +247,7 @@ class OrderedConsumer:
 
     def _take(self, msg: Msg, out: Delivery) -> bool:
         """Add one data message to `out`; False on a gap (the consumer must be reset)."""
-        sseq, dseq, _ = ack_sequences(msg.reply)
+        sseq, dseq, self.pending = ack_sequences(msg.reply)
         self._credit -= 1
         if dseq != self._next_dseq:
             log.info("%s: consumer sequence gap (%d, expected %d); resuming after %d",

@@ -7,6 +7,7 @@ any Bytewax flow); it is configured by `BINLOOP_*` variables or `BINLOOP_CONFIG`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import bytewax.operators as op
@@ -14,9 +15,11 @@ from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import Source
 
 from binloop.config import Config, load_config
+from binloop.detection import DetectorStats
 from binloop.events import BINEvent, dumps_event
 from binloop.inputs import RawChunk
 from binloop.jsonl import event_key
+from binloop.logs import json_line
 from binloop.outputs import dumps_dead, late_letter
 from binloop.schema import DeadLetter, ToolInvocation, dumps_record
 from flows.file_source import TelemetryFileSource
@@ -40,11 +43,13 @@ def add_detector(
     on_summary: OnSummary | None = None,
     rejects: Stream[DeadLetter] | None = None,
     seed: Seed | None = None,
+    on_counters: Callable[[IngestStats | DetectorStats], None] | None = None,
 ) -> Stream[BINEvent]:
     """Parse, detect, and write rejects, lates and counters; returns the event stream.
 
     `rejects` are inputs a source could not even split into records (e.g. a NATS
     message with an unknown envelope); they are dead-lettered and counted as invalid.
+    `on_counters` sees every counter item on the worker that produced it (metrics).
     """
     params = config.detection()
     parsed = parse_telemetry("parse", chunks, params, config.record_limits(), config.shards)
@@ -59,6 +64,9 @@ def add_detector(
                          op.map("count_rejects", rejects, lambda _: IngestStats(1, 0, 1)))
     _write_rejects(dead, detected.late, config)
     counters = op.merge("counters", stats, detected.stats)
+    if on_counters is not None:
+        count = on_counters
+        op.inspect("count_metrics", counters, lambda _step, item: count(item))
     op.output("summary", op.key_on("summary_key", counters, lambda _: "summary"),
               SummarySink(config.summary_out, on_summary))
     return detected.events
@@ -81,8 +89,19 @@ def _write_rejects(dead: Stream[DeadLetter], late: Stream[ToolInvocation], confi
         lines = op.map("encode_dead", dead, lambda d: ("dead", dumps_dead(d)))
         op.output("dead_letter_out", lines, JsonlFileSink(config.dead_letter))
     else:
-        lines = op.map("encode_dead", dead, lambda d: ("dead", b"dead-letter: " + dumps_dead(d)))
+        encode = _dead_log_line if config.log_format == "json" else _dead_text_line
+        lines = op.map("encode_dead", dead, lambda d: ("dead", encode(d)))
         op.output("dead_letter_out", lines, StdOutLinesSink(stderr=True))
+
+
+def _dead_text_line(letter: DeadLetter) -> bytes:
+    return b"dead-letter: " + dumps_dead(letter)
+
+
+def _dead_log_line(letter: DeadLetter) -> bytes:
+    """A dead letter on stderr as a JSON log line (`--log-format json`)."""
+    return json_line("binloop.dead_letter", "dead letter", "warning",
+                     dead_letter=letter.to_json())
 
 
 def build_flow(config: Config, source: Source[RawChunk] | None = None) -> Dataflow:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -32,6 +31,8 @@ from binloop.events import BINEvent, dumps_event
 from binloop.inputs import RawChunk
 from binloop.jetstream import StreamSpec, telemetry_stream_spec
 from binloop.jsonl import event_key
+from binloop.logs import current_format, setup_logging
+from binloop.metrics import record_counters
 from binloop.schema import DeadLetter
 from flows.detect import add_detector
 from flows.nats_source import NatsSourceSettings, NatsTelemetrySource, SourceItem, stop_requested
@@ -97,7 +98,8 @@ def build_flow(config: Config, *, source: Source[SourceItem] | None = None,
     chunks = cast(Stream[RawChunk], split.trues)
     rejects = cast(Stream[DeadLetter], split.falses)
     events = add_detector(chunks, config, controls(flow) if controls else None,
-                          on_summary, rejects=rejects, seed=seed)
+                          on_summary, rejects=rejects, seed=seed,
+                          on_counters=record_counters)
     write_live_events(events, config)
     if on_events is not None:
         on_events(events)
@@ -130,12 +132,10 @@ def restore_handlers(previous: Handlers) -> None:
 
 
 def configure_logging() -> None:
-    root = logging.getLogger("binloop")
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("binloop: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
+    """binloop's logging (`binloop.logs`) from the settings, unless a command set it up."""
+    if current_format() is None:
+        config = load_config()
+        setup_logging(config.log_format, config.log_level)
 
 
 def __getattr__(name: str) -> Any:

@@ -37,6 +37,7 @@ from typing_extensions import override
 
 from binloop.inputs import RawChunk
 from binloop.jetstream import StreamSpec, connect, ensure_telemetry_stream
+from binloop.metrics import PartitionMetrics
 from binloop.nats_consumer import OrderedConsumer, PullSettings
 from binloop.nats_link import acquire_link, release_link
 from binloop.schema import DeadLetter
@@ -102,6 +103,7 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
             self._link.nc, self._link.js, settings.stream.name,
             partition_filters(settings.prefix, index), position.stream_seq, name,
             PullSettings(heartbeat_s=settings.heartbeat_s))
+        self._metrics = PartitionMetrics(name, position.stream_seq)
         self._idle = _IdleClock(min(1.0, (settings.until_idle_s or 1.0) / 4))
         self._awake: datetime | None = None
         self._quiet_s = 0.0
@@ -125,6 +127,7 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
             self._chunk_seq += 1
         self._awake = None
         if delivery.messages:
+            self._metrics.read(delivery.messages, self._consumer.position, self._consumer.pending)
             self._idle.since = time.monotonic()
             self._quiet_s = 0.0
         elif not self._consumer.active:

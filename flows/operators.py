@@ -78,6 +78,8 @@ class IngestStats:
     records_read: int = 0
     valid: int = 0
     invalid: int = 0
+    # The newest ts of the chunk's valid records (event-time lag metric).
+    max_ts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +116,8 @@ def _split_chunk(chunk: RawChunk, params: DetectionParams, limits: RecordLimits,
     out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq, max_ts))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
-    out.append(IngestStats(len(chunk.items) - parsed.blank, len(parsed.records), len(parsed.dead)))
+    out.append(IngestStats(len(chunk.items) - parsed.blank, len(parsed.records), len(parsed.dead),
+                           max_ts))
     return out
 
 

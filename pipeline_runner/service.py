@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from binloop import metrics
 from binloop.config import Config
 from binloop.events import BINEvent
 from binloop.jsonl import JsonlFileWriter
@@ -104,6 +105,7 @@ class BuildService:
         self.library.recover()
         self.rearms.start()
         self.queue.start()
+        metrics.track_build_queue(self.queue.depth)
         return self
 
     def stop(self, timeout: float | None = None) -> None:
@@ -128,6 +130,8 @@ class BuildService:
         return changes
 
     def _on_result(self, event: BINEvent, result: BuildResult) -> None:
+        metrics.record_build(result.outcome, sum(s.duration_ms for s in result.stages) / 1000
+                             if result.stages else None)
         self.results.build_result(event, result)
         self.rearms.schedule(event, result)
         log.info("build %s of %s/%s: %s %s", result.build_id, event["tool"],

@@ -9,7 +9,9 @@ import pytest
 from bytewax.dataflow import Dataflow
 from bytewax.testing import run_main
 
+from binloop import metrics
 from binloop.config import Config, load_config
+from binloop.library_status import library_status
 from flows.detect import add_detector
 from flows.file_source import TelemetryFileSource
 from pipeline_runner.library import ToolLibrary
@@ -35,17 +37,24 @@ def test_builds_run_beside_the_dataflow_once_per_event(tmp_path: Path,
                           "dead_letter": str(tmp_path / "dead.jsonl")}, env={})
     results = LogResultSink()
     service = BuildService(config, results=results).start()
+    gated_before = metrics.local_values()["builds"].get("gated", 0)
     BlockingOfflineDesigner.RELEASE.clear()
     try:
         run_main(replay_flow(config, service))
         # the dataflow has finished while every build is still held in its design stage
         assert service.queue.depth() == 5
+        assert metrics.local_values()["build_queue_depth"] == 5  # the metrics hook
         assert ToolLibrary(tmp_path / "lib").read()["tools"] == {}
         BlockingOfflineDesigner.RELEASE.set()
         assert service.queue.wait_idle(300)
         library = ToolLibrary(tmp_path / "lib")
         assert len(library.read()["tools"]) == 5
         assert [r["outcome"] for r in results.records if r["type"] == "result"] == ["gated"] * 5
+        assert metrics.local_values()["builds"]["gated"] - gated_before == 5
+        assert metrics.local_values()["build_queue_depth"] == 0
+        # `binloop status --library` reads the real manifest
+        status = library_status(tmp_path / "lib")
+        assert status["state"] == "ok" and status["by_status"]["probationary"] == 5
         before = library.content_digest()
         run_main(replay_flow(config, service))  # the same events again: nothing new
         assert service.queue.wait_idle(60)

@@ -36,39 +36,65 @@ def run(args: argparse.Namespace) -> int:
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
     summary = run_live(config)
-    print(summary.render(), file=sys.stderr)
+    report_summary(summary)
     return 0
 
 
-def init_recovery_store(path: Path, partitions: int) -> None:
-    """`python -m bytewax.recovery DIR N`, unless DIR already holds a store."""
-    from bytewax.recovery import init_db_dir
+def report_summary(summary: Any) -> None:
+    """The run's counters on stderr (a JSON log line with --log-format json)."""
+    import logging
 
-    if path.is_dir() and any(path.glob("part-*.sqlite3")):
-        return
-    path.mkdir(parents=True, exist_ok=True)
-    init_db_dir(path, max(1, partitions))
+    from binloop.logs import current_format
+
+    log = logging.getLogger("binloop.run")
+    if summary is None:
+        log.info("this process does not hold the job's summary (another process of the "
+                 "cluster does; see binloop status)")
+    elif current_format() == "json":
+        log.info("summary", extra={"summary": summary.to_json()})
+    else:
+        print(summary.render(), file=sys.stderr)
+
+
+def init_recovery_store(path: Path, partitions: int, process_id: int = 0) -> None:
+    """Create the recovery store unless DIR holds one (process 0), or wait for it."""
+    from binloop.recovery_store import prepare_store
+    from flows.nats_source import stop_requested
+
+    prepare_store(path, partitions, process_id, stop_requested)
+
+
+def store_partitions(config: Config) -> int:
+    return config.recovery_partitions or config.workers * config.processes
 
 
 def run_live(config: Config) -> Any:
-    """Run flows.live in this process or as a local cluster; returns its RunSummary."""
+    """Run flows.live in this process, as a local cluster, or as one process of a
+    cluster (`--addresses`); returns its RunSummary (None for a process of a
+    cluster that does not hold the summary)."""
     import orjson
 
+    from binloop.cluster_spec import cluster_spec
     from binloop.summary import RunSummary
     from flows.live import configure_logging
 
     configure_logging()
+    spec = cluster_spec(config)
     preflight(config)
     with tempfile.TemporaryDirectory(prefix="binloop-run-") as tmp:
         summary_path = Path(config.summary_out or Path(tmp) / "summary.json")
         config = config.replace(summary_out=str(summary_path))
         started = time.perf_counter()
-        if config.processes == 1:
+        if spec is not None:
+            _run_in_process(config.replace(processes=spec.processes), spec.process_id,
+                            spec.addresses)
+        elif config.processes == 1:
             _run_in_process(config)
         else:
             _run_cluster(config)
-        summary = (RunSummary.from_json(orjson.loads(summary_path.read_bytes()))
-                   if summary_path.exists() else RunSummary())
+        if not summary_path.exists():
+            return None if spec is not None else RunSummary()
+        summary = RunSummary.from_json(orjson.loads(summary_path.read_bytes()))
         summary.elapsed_s = time.perf_counter() - started
         return summary
 
@@ -107,21 +133,24 @@ def _run_in_process(config: Config, process_id: int | None = None,
     from bytewax.recovery import RecoveryConfig
     from bytewax.run import cli_main
 
+    from binloop.operations import Operations
     from flows.live import build_flow, install_stop_handlers, restore_handlers
 
-    recovery = None
-    if config.recovery_dir:
-        init_recovery_store(Path(config.recovery_dir), config.workers * config.processes)
-        recovery = RecoveryConfig(Path(config.recovery_dir),
-                                  timedelta(milliseconds=config.backup_interval))
-    hooks: dict[str, Any] = {}
-    if config.build:
-        from pipeline_runner.live import flow_hooks
-
-        hooks = flow_hooks(config)
-    flow = build_flow(config, **hooks)
+    operations = Operations(config, process_id or 0, len(addresses or ()) or 1)
     previous = install_stop_handlers()
     try:
+        recovery = None
+        if config.recovery_dir:
+            init_recovery_store(Path(config.recovery_dir), store_partitions(config),
+                                process_id or 0)
+            recovery = RecoveryConfig(Path(config.recovery_dir),
+                                      timedelta(milliseconds=config.backup_interval))
+        hooks: dict[str, Any] = {}
+        if config.build:
+            from pipeline_runner.live import flow_hooks
+
+            hooks = flow_hooks(config)
+        flow = build_flow(config, on_summary=operations.note_summary, **hooks)
         cli_main(flow, workers_per_process=config.workers, process_id=process_id,
                  addresses=addresses,
                  epoch_interval=timedelta(milliseconds=config.snapshot_interval),
@@ -132,6 +161,7 @@ def _run_in_process(config: Config, process_id: int | None = None,
             from pipeline_runner.live import stop_process_builds
 
             stop_process_builds()
+        operations.close()
 
 
 def _run_cluster(config: Config) -> None:
@@ -143,11 +173,12 @@ def _run_cluster(config: Config) -> None:
     from binloop.cluster import free_ports
 
     if config.recovery_dir:  # once, before the processes race to create it
-        init_recovery_store(Path(config.recovery_dir), config.workers * config.processes)
+        init_recovery_store(Path(config.recovery_dir), store_partitions(config))
     addresses = ";".join(f"127.0.0.1:{port}" for port in free_ports(config.processes))
     env = {**os.environ, **config.to_env()}
     procs = [subprocess.Popen([sys.executable, "-m", "binloop.commands.run", str(i), addresses],
-                              env=env) for i in range(config.processes)]
+                              env={**env, **_process_env(config, i)})
+             for i in range(config.processes)]
 
     def forward(signum: int, frame: FrameType | None) -> None:
         for proc in procs:
@@ -162,6 +193,13 @@ def _run_cluster(config: Config) -> None:
             signal.signal(sig, handler)
     if failed:
         raise RuntimeError(f"a Bytewax process exited with code {failed}")
+
+
+def _process_env(config: Config, process_id: int) -> dict[str, str]:
+    """Process i of a local cluster serves its metrics on `--metrics-port` + i."""
+    if not config.metrics_port:
+        return {}
+    return {"BINLOOP_METRICS_PORT": str(config.metrics_port + process_id)}
 
 
 def _wait_all(procs: list[subprocess.Popen[bytes]]) -> int:
