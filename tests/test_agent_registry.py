@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
+from binloop.agent.airline import AirlineService, ToolError
 from binloop.agent.registry import ToolRegistry
 from pipeline_runner.fsutil import atomic_write_json
 from pipeline_runner.library import ToolLibrary
@@ -21,6 +22,7 @@ from tests.agentkit import (
     make_agent,
     read_log,
 )
+from tests.buildkit import event_of, failing_calls
 
 pytestmark = pytest.mark.slow  # builds a real tool (sandboxed ruff, mypy, pytest) once
 
@@ -175,3 +177,39 @@ def test_a_typescript_plugin_runs_through_the_node_harness(tmp_path: Path,
         assert report.ok and report.tool_uses[tool["name"]]["success"] == 7
     finally:
         registry.close()
+
+
+class FlakyAirline(AirlineService):
+    """The airline plus a rate service whose connection drops twice, then answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drops = 2
+
+    def call(self, tool: str, args: dict[str, Any]) -> Any:
+        if tool != "get_fx_rate":
+            return super().call(tool, args)
+        if self.drops:
+            self.drops -= 1
+            raise ToolError("NETWORK.connection_reset", "Error: connection reset by peer")
+        return {"rate": 1.08, "currency": args["currency"]}
+
+
+def test_a_wrapper_tool_makes_the_call_through_invoke(tmp_path: Path) -> None:
+    event = event_of(failing_calls("get_fx_rate", "NETWORK.connection_reset", [
+        ({"currency": "EUR"}, "Error: connection reset by peer"),
+        ({"currency": "GBP"}, "Error: connection reset by peer")]))
+    tool = build_library(tmp_path / "library", event)
+    agent, telemetry, registry = make_agent(tmp_path / "library", tmp_path / "t.jsonl")
+    agent.service = FlakyAirline()
+    try:
+        registry.reload()
+        assert not registry.tools[tool["name"]].checks_args
+        call = agent.call_guarded("get_fx_rate", {"currency": "USD"}, {"base_delay_ms": 1})
+    finally:
+        telemetry.close()
+        registry.close()
+    assert call.ok and call.result == {"rate": 1.08, "currency": "USD"}
+    calls = [(r["tool"], r["outcome"]) for r in read_log(tmp_path / "t.jsonl")]
+    assert calls == [("get_fx_rate", "failure"), ("get_fx_rate", "failure"),
+                     ("get_fx_rate", "success"), (tool["name"], "success")]
