@@ -213,3 +213,31 @@ def test_a_wrapper_tool_makes_the_call_through_invoke(tmp_path: Path) -> None:
     calls = [(r["tool"], r["outcome"]) for r in read_log(tmp_path / "t.jsonl")]
     assert calls == [("get_fx_rate", "failure"), ("get_fx_rate", "failure"),
                      ("get_fx_rate", "success"), (tool["name"], "success")]
+
+
+class SurchargingAirline(AirlineService):
+    """Adds a fee the quote does not show: no repair to the quoted total can succeed."""
+
+    def book_reservation(self, args: dict[str, Any]) -> dict[str, Any]:
+        total = self._total(args) + 7
+        paid = sum(p["amount"] for p in args["payment_methods"])
+        raise ToolError(MODE, f"Error: payment amount does not add up, total price is {total}, "
+                              f"but paid {paid}")
+
+
+def test_a_tool_that_does_not_help_is_tried_once_per_booking_and_reported(
+        library: Path, tmp_path: Path, gated: tuple[Path, str]) -> None:
+    agent, telemetry, registry = make_agent(library, tmp_path / "t.jsonl")
+    agent.service = SurchargingAirline()
+    try:
+        report = agent.run()
+    finally:
+        telemetry.close()
+        registry.close()
+    assert not report.ok and "no tool for the failing calls" in report.reason
+    records = read_log(tmp_path / "t.jsonl")
+    bookings = [r for r in records if r["tool"] == "book_reservation"]
+    assert len(bookings) == 7 and all(r["outcome"] == "failure" for r in bookings)
+    uses = [r for r in records if r["tool"] == gated[1]]
+    assert [u["outcome"] for u in uses] == ["failure"] * 7  # what quarantines it
+    assert all(p["tried"] == [f"{gated[1]}@v1"] for p in agent.state.pending)

@@ -55,6 +55,7 @@ class Call:
     result: Any = None
     failure_mode: str | None = None
     error: str | None = None
+    guard: str | None = None  # `name@vN` of the generated tool the call went through
 
 
 @dataclass
@@ -103,23 +104,39 @@ class ReferenceAgent:
         return self.report
 
     def _step(self) -> bool:
-        """One step: a retry, or the next stage of the current booking. False: nothing
-        can be done until a tool arrives."""
+        """One tool call's worth of work: the next stage of the current booking, which is
+        a failed booking taken up again when a tool for its failure has arrived, or the
+        next one. False: nothing can be done until a tool arrives."""
         self.registry.withdraw()
-        retry = next((p for p in self.state.pending
-                      if self.registry.answers(p["tool"], p["failure_mode"])), None)
-        if retry is not None:
-            self._retry(retry)
-            return True
-        if self.state.current is None and self.state.next < len(BOOKINGS):
-            self.state.current = {"booking": self.state.next, "stage": "search"}
-            self.state.next += 1
+        if self.state.current is None:
+            self.state.current = self._take_up_failed() or self._start_next()
         current = self.state.current
         if current is None:
             return False
         {"search": self._search, "quote": self._quote, "book": self._book}[current["stage"]](
             current)
         return True
+
+    def _take_up_failed(self) -> dict[str, Any] | None:
+        """A failed booking, back at the stage that failed, when a tool it has not been
+        tried with answers its failure (each tool version gets one try per booking)."""
+        for pending in self.state.pending:
+            tool = self.registry.answers(pending["tool"], pending["failure_mode"])
+            if tool is None or f"{tool.name}@v{tool.version}" in pending["tried"]:
+                continue
+            self.state.pending.remove(pending)
+            log.info("retrying booking %d with %s for %s", pending["booking"] + 1, tool.name,
+                     pending["failure_mode"])
+            progress = {k: v for k, v in pending.items()
+                        if k not in ("tool", "failure_mode", "error")}
+            return {**progress, "retry": pending["failure_mode"]}
+        return None
+
+    def _start_next(self) -> dict[str, Any] | None:
+        if self.state.next >= len(BOOKINGS):
+            return None
+        self.state.next += 1
+        return {"booking": self.state.next - 1, "stage": "search", "tried": []}
 
     def _wait_for_tools(self) -> bool:
         """Wait for a registry change or a resume; False once waited too long."""
@@ -133,53 +150,42 @@ class ReferenceAgent:
 
     def _search(self, current: dict[str, Any]) -> None:
         booking = BOOKINGS[current["booking"]]
-        call = self.call("search_direct_flight", {"origin": booking.origin,
-                                                  "destination": booking.destination,
-                                                  "date": booking.date})
+        call = self.call_guarded("search_direct_flight", {
+            "origin": booking.origin, "destination": booking.destination,
+            "date": booking.date}, {}, current.get("retry"))
         if not call.ok:
-            self._set_aside(current, "search_direct_flight", {}, {}, call)
+            self._set_aside(current, "search_direct_flight", call)
             return
         current["flight"] = min(call.result, key=lambda f: f["prices"][booking.cabin])
         current["stage"] = "quote"
 
     def _quote(self, current: dict[str, Any]) -> None:
         args = reservation_args(BOOKINGS[current["booking"]], current["flight"])
-        call = self.call("get_quote", args)
+        call = self.call_guarded("get_quote", args, {}, current.get("retry"))
         if not call.ok:
-            self._set_aside(current, "get_quote", args, {}, call)
+            self._set_aside(current, "get_quote", call)
             return
         current.update(stage="book", args=args, quote=call.result["total"])
 
     def _book(self, current: dict[str, Any]) -> None:
-        context = {"expected_total": current["quote"]}
-        call = self.call_guarded("book_reservation", current["args"], context)
-        if call.ok:
-            self._booked(current["booking"], call, retried=False)
-        else:
-            self._set_aside(current, "book_reservation", current["args"], context, call)
-        self.state.current = None
-
-    def _retry(self, pending: dict[str, Any]) -> None:
-        log.info("retrying booking %d with the tool for %s", pending["booking"] + 1,
-                 pending["failure_mode"])
-        call = self.call_guarded(pending["tool"], pending["args"], pending["context"])
-        if call.ok:
-            self.state.pending.remove(pending)
-            self._booked(pending["booking"], call, retried=True)
-        else:  # failed again: wait for the next tool (its failure mode may differ now)
-            pending.update(failure_mode=call.failure_mode, error=call.error,
-                           attempts=pending.get("attempts", 1) + 1)
-
-    def _booked(self, booking: int, call: Call, retried: bool) -> None:
-        self.state.done.append({"booking": booking, "retried": retried,
+        call = self.call_guarded("book_reservation", current["args"],
+                                 {"expected_total": current["quote"]}, current.get("retry"))
+        if not call.ok:
+            self._set_aside(current, "book_reservation", call)
+            return
+        self.state.done.append({"booking": current["booking"],
+                                "retried": bool(current.get("retry")),
                                 "reservation_id": call.result["reservation_id"],
                                 "total": call.result["total"]})
+        self.state.current = None
 
-    def _set_aside(self, current: dict[str, Any], tool: str, args: dict[str, Any],
-                   context: dict[str, Any], call: Call) -> None:
-        self.state.pending.append({"booking": current["booking"], "tool": tool, "args": args,
-                                   "context": context, "failure_mode": call.failure_mode,
-                                   "error": call.error, "attempts": 1})
+    def _set_aside(self, current: dict[str, Any], tool: str, call: Call) -> None:
+        """The booking waits, with its progress, for a tool that answers its failure."""
+        tried = current.get("tried", [])
+        if call.guard is not None and call.guard not in tried:
+            tried = [*tried, call.guard]
+        self.state.pending.append({**current, "tool": tool, "failure_mode": call.failure_mode,
+                                   "error": call.error, "tried": tried})
         self.state.current = None
 
     # -- tool calls --------------------------------------------------------------------
@@ -203,17 +209,23 @@ class ReferenceAgent:
             raise ToolError(call.failure_mode or "RUNTIME", call.error or "failed")
         return call.result
 
-    def call_guarded(self, tool: str, args: dict[str, Any], context: dict[str, Any]) -> Call:
-        """Call `tool` through the first loaded tool that answers its failures, if any."""
-        guards = self.registry.guards_for(tool)
+    def call_guarded(self, tool: str, args: dict[str, Any], context: dict[str, Any],
+                     failure_mode: str | None = None) -> Call:
+        """Call `tool` through the loaded tool that answers `failure_mode` of it (a retry),
+        else through the first one that answers any failure of it, if any."""
+        preferred = self.registry.answers(tool, failure_mode) if failure_mode else None
+        guards = [preferred] if preferred else self.registry.guards_for(tool)
         if not guards:
             return self.call(tool, args)
         guard = guards[0]
         params = {"args": args, **{k: v for k, v in context.items()
                                    if k in (guard.input_schema.get("properties") or {})}}
         if guard.checks_args:
-            return self._checked_call(guard, tool, params)
-        return self._wrapped_call(guard, tool, params)
+            call = self._checked_call(guard, tool, params)
+        else:
+            call = self._wrapped_call(guard, tool, params)
+        call.guard = f"{guard.name}@v{guard.version}"
+        return call
 
     def _checked_call(self, guard: LoadedTool, tool: str, params: dict[str, Any]) -> Call:
         started = time.perf_counter()

@@ -159,11 +159,15 @@ class Demo:
                                   f"{toolchain.tsc_js.parent.parent}")
 
     def _nats(self) -> str:
-        from binloop.nats_server import NatsServer
+        from binloop.nats_server import NatsServer, NatsServerError
 
-        server = NatsServer(0, self.workdir / "nats")
-        server.new_session = True
-        server.start()
+        try:
+            server = NatsServer(0, self.workdir / "nats")
+            server.new_session = True
+            server.start()
+        except NatsServerError as exc:
+            raise DemoFailed(f"nats-server did not start (see nats/nats-server.log): {exc}"
+                             ) from None
         self.processes.callback(server.stop)
         self.timeline.add("nats", f"nats-server ready on {server.url} (pid {server.pid}, "
                                   "JetStream store nats/)")
