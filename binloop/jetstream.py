@@ -112,9 +112,15 @@ async def ensure_stream(js: JetStreamContext, spec: StreamSpec, manage: bool = T
         info = await js.add_stream(spec.config())
         log.info("created stream %s (subjects %s)", spec.name, ", ".join(spec.subjects))
         return info
-    except BadRequestError:
-        # Another worker or process created it at the same time.
-        return await js.stream_info(spec.name)
+    except BadRequestError as refused:
+        # Most often another worker or process created it at the same time; otherwise
+        # the server refused the config (e.g. its subjects overlap another stream's).
+        try:
+            return await js.stream_info(spec.name)
+        except NotFoundError:
+            raise StreamSetupError(
+                f"cannot create stream {spec.name} (subjects {', '.join(spec.subjects)}): "
+                f"{refused.description}") from None
 
 
 async def ensure_telemetry_stream(js: JetStreamContext, spec: StreamSpec,

@@ -220,3 +220,21 @@ def test_run_without_a_reachable_server_is_a_clean_error(
     assert main(["run", "--nats", f"nats://127.0.0.1:{port}", "--no-build",
                  "--connect-timeout", "500ms"]) == 2
     assert "cannot connect to NATS" in capsys.readouterr().err
+
+
+def test_a_stream_whose_subjects_overlap_another_is_a_clean_error(
+        nats_server: NatsServer, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from binloop.cli import main
+    from binloop.jetstream import StreamSpec, connect, ensure_stream
+
+    async def squat() -> None:
+        nc = await connect(nats_server.url, "test-squatter", 10)
+        await ensure_stream(nc.jetstream(), StreamSpec("OTHER", ("telemetry.>",)))
+        await nc.close()
+
+    asyncio.run(squat())
+    assert main(["run", "--nats", nats_server.url, "--no-build", "--stream", "MINE"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot create stream MINE" in err and "overlap" in err
