@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "binloop.commands.nats_server",
     "binloop.commands.bench",
     "binloop.commands.status",
+    "binloop.commands.demo",
 )
 
 

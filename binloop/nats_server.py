@@ -58,8 +58,12 @@ class NatsServer:
     """One nats-server process with JetStream on `host:port`, storing in `store_dir`.
 
     `port=0` picks a free port once (kept across restarts); without `store_dir` a
-    temporary directory is created and removed by :meth:`close`.
+    temporary directory is created and removed by :meth:`close`. With `new_session`
+    set the server runs in its own session, so that a Ctrl-C in the terminal reaches
+    only its owner (which then stops it after its clients).
     """
+
+    new_session: bool = False
 
     def __init__(self, port: int = 0, store_dir: str | Path | None = None,
                  host: str = "127.0.0.1", max_payload: int = DEFAULT_MAX_PAYLOAD,
@@ -106,7 +110,8 @@ class NatsServer:
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen([str(self.binary), "-c", str(config)],
                                           stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL)
+                                          stdin=subprocess.DEVNULL,
+                                          start_new_session=self.new_session)
         self._wait_ready(offset, timeout)
         return self
 

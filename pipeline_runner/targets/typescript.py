@@ -5,7 +5,9 @@ register(api)}`, `register` calling `api.registerTool({name, label, description,
 parameters, execute})`), `bot.plugin.json`, `package.json`, `tsconfig.json`,
 `types/hanzo-bot.d.ts` (the interface it is checked against), `tool.json`, and the
 acceptance tests `acceptance/cases.json` + `acceptance/acceptance.test.mjs` (node's
-test runner; node >= 22.18 strips the types of `index.ts` itself). Check:
+test runner; node >= 22.18 strips the types of `index.ts` itself), which hosts the plugin
+with `acceptance/plugin_host.mjs` (the same host agents use through
+`harness/serve_plugin.mjs`). Check:
 `tsc --strict --noEmit`. Node and tsc come from `pipeline_runner.toolchain`.
 """
 
@@ -78,6 +80,7 @@ class TypeScriptTarget:
             "tool.json": metadata(design, self.name, self.entry),
             "acceptance/cases.json": cases_file(design),
             "acceptance/acceptance.test.mjs": harness.joinpath("acceptance.test.mjs").read_bytes(),
+            "acceptance/plugin_host.mjs": harness.joinpath("plugin_host.mjs").read_bytes(),
         }
 
     def check(self, tool_dir: Path) -> StageRun:

@@ -1,11 +1,12 @@
 // Acceptance tests of a generated binloop plugin (written by binloop, not by the designer).
-// Each case of cases.json is run through the plugin's registered tool: register(api) must
-// call api.registerTool once; execute(toolCallId, params, signal) must resolve to
-// {content: [{type: "text", text}], details}; `details` is matched against the pattern
+// Each case of cases.json is run through the plugin's registered tool, hosted by
+// plugin_host.mjs (register(api) must call api.registerTool once); execute(toolCallId,
+// params, signal) must resolve to {content: [{type: "text", text}], details}; `details` is matched against the pattern
 // (see pipeline_runner.design for the matching rules).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { registerPlugin } from "./plugin_host.mjs";
 
 const CASES = JSON.parse(readFileSync(new URL("./cases.json", import.meta.url), "utf8"));
 const plugin = (await import("../index.ts")).default;
@@ -26,17 +27,8 @@ function scriptedInvoke(script) {
   return { invoke, calls };
 }
 
-function registerPlugin(invoke) {
-  const tools = [];
-  const api = {
-    id: plugin.id, name: plugin.name, config: {}, pluginConfig: {},
-    logger: { info() {}, warn() {}, error() {}, debug() {} },
-    registerTool(tool) { tools.push(tool); },
-  };
-  if (invoke) api.invokeTool = invoke;
-  plugin.register(api);
-  assert.equal(tools.length, 1, "register(api) must register exactly one tool");
-  return tools[0];
+function registerTool(invoke) {
+  return registerPlugin(plugin, invoke);
 }
 
 function isType(value, name) {
@@ -114,7 +106,7 @@ test("declares the plugin contract", () => {
   for (const key of ["id", "name", "description"]) assert.equal(typeof plugin[key], "string", key);
   assert.equal(typeof plugin.configSchema, "object");
   assert.equal(typeof plugin.register, "function");
-  const tool = registerPlugin(undefined);
+  const tool = registerTool(undefined);
   for (const key of ["name", "label", "description"]) assert.equal(typeof tool[key], "string", key);
   assert.equal(tool.parameters.type, "object");
   assert.equal(typeof tool.execute, "function");
@@ -123,7 +115,7 @@ test("declares the plugin contract", () => {
 for (const kase of CASES) {
   test(kase.name, async () => {
     const scripted = kase.invoke == null ? null : scriptedInvoke(kase.invoke);
-    const tool = registerPlugin(scripted ? scripted.invoke : undefined);
+    const tool = registerTool(scripted ? scripted.invoke : undefined);
     let previous = null;
     let number = 0;
     for (const step of kase.steps) {

@@ -1,0 +1,16 @@
+"""binloop's reference agent: how an agent integrates with the BIN loop (Python).
+
+* :mod:`binloop.agent.agent` — the agent: telemetry for every tool call, answering
+  pause/resume, using the tools that answer its failures;
+* :mod:`binloop.agent.control` — the NATS control plane (pause, resume, registry notices)
+  and the pause gate;
+* :mod:`binloop.agent.registry` — hot-loading gated tools from the tool library (only
+  what the manifest lists, hash-checked, never quarantined);
+* :mod:`binloop.agent.node_host` — running `typescript` tools (Hanzo bot plugins) through
+  binloop's node harness;
+* :mod:`binloop.agent.task`, :mod:`binloop.agent.airline` — the scripted job and the mock
+  airline service it runs against.
+
+Run it with `python -m binloop.agent --nats URL --library DIR` (see `--help`);
+`binloop demo` starts it beside the live job.
+"""

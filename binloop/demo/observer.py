@@ -1,0 +1,72 @@
+"""What the demo sees of the loop on NATS: every message on the subjects of the BIN
+loop, stamped with the time it arrived (core subscriptions: they see JetStream
+publishes too, and take nothing from the streams' consumers).
+
+Subjects: `telemetry.>` (the agent's tool calls), `bin.events.>` (BINEvents),
+`bin.control.>` (pause and resume requests), `bin.registry.updated`, and `bin.builds.>`
+(build results, re-arms, tool status changes).
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from nats.js.errors import NotFoundError
+
+from pipeline_runner.nats_bridge import NatsBridge
+
+SUBJECTS = ("telemetry.>", "bin.events.>", "bin.control.>", "bin.registry.updated",
+            "bin.builds.>")
+
+
+@dataclass(frozen=True)
+class Seen:
+    at: float  # time.monotonic() when it arrived
+    subject: str
+    payload: Any
+
+
+class NatsObserver:
+    def __init__(self, url: str) -> None:
+        self.bridge = NatsBridge(url, "binloop-demo", 10.0)
+        self.seen: queue.Queue[Seen] = queue.Queue()
+        self.bridge.run(self._subscribe())
+
+    async def _subscribe(self) -> None:
+        async def record(msg: Any) -> None:
+            try:
+                payload = orjson.loads(msg.data)
+            except orjson.JSONDecodeError:
+                payload = None
+            self.seen.put(Seen(time.monotonic(), msg.subject, payload))
+
+        for subject in SUBJECTS:
+            await self.bridge.nc.subscribe(subject, cb=record)
+        await self.bridge.nc.flush()
+
+    def streams_exist(self, *names: str) -> bool:
+        async def check() -> bool:
+            for name in names:
+                try:
+                    await self.bridge.js.stream_info(name)
+                except NotFoundError:
+                    return False
+            return True
+
+        try:
+            return self.bridge.run(check(), 10.0)
+        except Exception:  # NATS busy or reconnecting: ask again later
+            return False
+
+    def next(self, timeout: float) -> Seen | None:
+        try:
+            return self.seen.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        self.bridge.close()
