@@ -29,6 +29,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ENV_PREFIX = "BINLOOP_"
+# Each chunk of telemetry sends one item to every state shard (so that a shard can put
+# a partition's chunks back in order): fewer shards, less work per chunk. 16 spreads
+# detection over up to 16 workers; earlier versions used 64.
+DEFAULT_SHARDS = 16
 
 
 class ConfigError(ValueError):
@@ -99,6 +103,14 @@ def parse_outcomes(text: str) -> frozenset[str]:
 
 def parse_codes(text: str) -> frozenset[str]:
     return frozenset(v.strip().upper() for v in text.split(",") if v.strip())
+
+
+def parse_shards(text: str) -> int | None:
+    return None if text.strip().lower() in ("", "auto") else positive_int(text)
+
+
+def _show_shards(value: Any) -> str:
+    return "auto" if value is None else str(value)
 
 
 def optional_text(text: str) -> str | None:
@@ -220,9 +232,11 @@ class Config:
                              parse=positive_int, metavar="N")
     batch_size: int = setting(4096, "records per batch read from a source",
                               groups=("detect", "run", "flow"), parse=positive_int, metavar="N")
-    shards: int = setting(64, "keyed state shards of the Bytewax flow (fixed for a recovery "
-                          "store)", groups=("detect", "run", "flow"), parse=positive_int,
-                          metavar="N")
+    shards: int | None = setting(None, "keyed state shards of the Bytewax flow: N, or auto "
+                                 f"({DEFAULT_SHARDS}, or the count a recovery store was "
+                                 "written with); fixed for a recovery store",
+                                 groups=("detect", "run", "flow"), parse=parse_shards,
+                                 show=_show_shards, metavar="N|auto")
     summary_out: str | None = setting(None, "write the run's counters as JSON here (used by the "
                                       "CLI to collect a cluster's summary)", groups=("flow",),
                                       parse=optional_text, metavar="FILE", flag=False)
@@ -371,6 +385,11 @@ class Config:
                                "that doubles up to this (the most a message waits when the "
                                "stream is quiet)", groups=RUN, parse=parse_duration_ms,
                                show=_show_duration, metavar="DUR")
+    nats_client: str = setting("auto", "how the source reads JetStream: wire (binloop's lean "
+                               "reader of the NATS protocol, several times faster), nats-py, "
+                               "or auto (wire unless the server needs TLS or NKeys)",
+                               groups=RUN,
+                               parse=lambda t: _choice(t, ("auto", "wire", "nats-py")))
     # A cluster of `binloop run` processes (binloop.cluster_spec).
     process_id: int | None = setting(None, "this process's index in the cluster of --addresses "
                                      "(unset: the ordinal of --pod-name)", groups=("run",),
@@ -425,6 +444,9 @@ class Config:
             max_future_skew_ms=self.max_future_skew,
             taxonomy=TAXONOMY | self.extra_failure_codes,
         )
+
+    def shard_count(self) -> int:
+        return self.shards or DEFAULT_SHARDS
 
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)

@@ -3,7 +3,7 @@ connecting (with endless reconnects), and the telemetry and event streams.
 
 The telemetry stream (default `TELEMETRY`, subjects `telemetry.>`) is partitioned by
 the server: its subject transform stores `telemetry.<session>.<tool>` as
-`telemetry_p.<p>.<session>.<tool>` where `p = partition(N, tool token)`, a hash of
+`telemetry_p.<p>.<tool>` where `p = partition(N, tool token)`, a hash of
 the escaped tool name. Every record of a tool is in one partition, in stream order.
 """
 

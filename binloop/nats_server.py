@@ -66,8 +66,11 @@ class NatsServer:
     new_session: bool = False
 
     def __init__(self, port: int = 0, store_dir: str | Path | None = None,
-                 host: str = "127.0.0.1", max_payload: int = DEFAULT_MAX_PAYLOAD) -> None:
+                 host: str = "127.0.0.1", max_payload: int = DEFAULT_MAX_PAYLOAD,
+                 extra_config: str = "") -> None:
         self.host = host
+        # Appended to the server's config file (e.g. `authorization {...}`, `tls {...}`).
+        self.extra_config = extra_config
         self.port = port or free_port(host)
         self._own_store = store_dir is None
         self.store_dir = Path(store_dir or tempfile.mkdtemp(prefix="binloop-nats-"))
@@ -94,7 +97,7 @@ class NatsServer:
         path.write_text(
             f'listen: "{self.host}:{self.port}"\n'
             f"max_payload: {self.max_payload}\n"
-            f'jetstream {{\n  store_dir: "{js_dir}"\n}}\n')
+            f'jetstream {{\n  store_dir: "{js_dir}"\n}}\n' + self.extra_config)
         return path
 
     def start(self, timeout: float = 20.0) -> NatsServer:

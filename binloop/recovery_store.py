@@ -9,6 +9,11 @@ In a cluster sharing one directory (a shared volume), process 0 creates a missin
 store: the partitions are made in a temporary directory inside it, moved in, and the
 marker `binloop-recovery.json` is written last; the other processes wait for the
 marker. A store made by hand (no marker, no temporary directory) is used as it is.
+
+The marker also notes the state shards the store is written with (`--shards`), so that
+every process of every later run uses that count (`store_shards`). Stores without it
+(made by hand, or by binloop before it noted it) were written with 64, the default of
+then.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ from typing import Final
 
 import orjson
 
+from binloop.config import DEFAULT_SHARDS
+
 MARKER: Final = "binloop-recovery.json"
+LEGACY_SHARDS: Final = 64
 _INIT_PREFIX: Final = ".init-"
 WAIT_S: Final = 300.0
 log = logging.getLogger("binloop.recovery")
@@ -40,7 +48,7 @@ def store_ready(path: Path) -> bool:
     return (path / MARKER).is_file() or not any(path.glob(_INIT_PREFIX + "*"))
 
 
-def create_store(path: Path, partitions: int) -> None:
+def create_store(path: Path, partitions: int, shards: int = DEFAULT_SHARDS) -> None:
     """Create the partitions (unless a complete store is there), marker last."""
     from bytewax.recovery import init_db_dir
 
@@ -56,7 +64,8 @@ def create_store(path: Path, partitions: int) -> None:
     for part in partitions_in(staging):
         part.rename(path / part.name)
     marker = path / (MARKER + ".tmp")
-    marker.write_bytes(orjson.dumps({"partitions": count, "created": time.time()}))
+    marker.write_bytes(orjson.dumps({"partitions": count, "shards": shards,
+                                     "created": time.time()}))
     marker.rename(path / MARKER)
     shutil.rmtree(staging)
     log.info("created the recovery store %s with %d partitions", path, count)
@@ -80,11 +89,19 @@ def wait_for_store(path: Path, wait_s: float = WAIT_S,
         time.sleep(0.2)
 
 
+def store_shards(path: Path) -> int:
+    """The shard count a complete store is written with."""
+    marker = path / MARKER
+    if not marker.is_file():
+        return LEGACY_SHARDS
+    return int(orjson.loads(marker.read_bytes()).get("shards", LEGACY_SHARDS))
+
+
 def prepare_store(path: Path, partitions: int, process_id: int = 0,
-                  stop: threading.Event | None = None) -> None:
-    """Process 0 creates a missing store; any other process waits for it."""
+                  stop: threading.Event | None = None, shards: int = DEFAULT_SHARDS) -> None:
+    """Process 0 creates a missing store (with `shards`); any other process waits for it."""
     if process_id == 0:
-        create_store(path, partitions)
+        create_store(path, partitions, shards)
     else:
         wait_for_store(path, stop=stop)
     log.debug("recovery store %s: %d partitions", path, len(partitions_in(path)))

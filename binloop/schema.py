@@ -29,12 +29,12 @@ DEFAULT_MAX_FUTURE_SKEW_MS: Final = 24 * 3600 * 1000
 # be materialised as a Python object graph).
 LINE_MAX_BYTES: Final = 1 << 20
 
-_VALID_MODES: dict[tuple[str, frozenset[str]], str] = {}
+# Valid failure modes already seen, per taxonomy: {as written: normalised}.
+_VALID_MODES: dict[frozenset[str], dict[str, str]] = {}
 _VALID_MODES_MAX: Final = 4096
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
-_HEX64_LOWER = re.compile(r"[0-9a-f]{64}")
-_FIELDS: Final = frozenset({"id", "session_id", "ts", "tool", "args", "outcome", "duration_ms",
-                            "failure_mode", "agent_id", "error"})
+_HEX_LOWER: Final = "0123456789abcdef"
+_ABSENT: Final = object()
 _MODE_LEVEL = re.compile(r"[A-Za-z0-9_\-]+")
 
 Outcome = Literal["success", "failure", "timeout", "cancelled"]
@@ -104,15 +104,7 @@ def raw_text(raw: bytes | str, limit: int = 2048) -> str:
 
 def parse_record(raw: bytes | str, limits: RecordLimits = DEFAULT_LIMITS) -> ToolInvocation:
     """Parse one JSON record and validate it; raises :class:`InvalidRecord`."""
-    if len(raw) > LINE_MAX_BYTES:
-        raise InvalidRecord(f"record of {len(raw)} bytes exceeds the {LINE_MAX_BYTES}-byte limit")
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRecord(f"not JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise InvalidRecord(f"not a JSON object but {type(obj).__name__}")
-    return validate_record(obj, limits, encoded_size=len(raw))
+    return RecordParser(limits).parse(raw)
 
 
 def validate_record(obj: dict[str, Any], limits: RecordLimits = DEFAULT_LIMITS,
@@ -122,39 +114,79 @@ def validate_record(obj: dict[str, Any], limits: RecordLimits = DEFAULT_LIMITS,
     `encoded_size` (the JSON length of the whole record, when known) lets small records
     skip re-encoding `args` to measure it.
     """
-    if encoded_size is not None and encoded_size <= limits.args_max_bytes:
-        ready = _already_normal(obj, limits)
-        if ready is not None:
-            return ready
-    return _normalise(obj, limits, encoded_size)
+    return RecordParser(limits).validate(obj, encoded_size)
+
+
+class RecordParser:
+    """:func:`parse_record` and :func:`validate_record` for a run of records (a chunk):
+    the clock and the failure-mode cache are looked up once, not per record.
+
+    Same results as the functions: a record that the hot path would reject only because
+    the clock read at construction is a little old is checked again by `_normalise`
+    against a fresh clock.
+    """
+
+    __slots__ = ("_future", "_modes", "limits")
+
+    def __init__(self, limits: RecordLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self._future = _future_bound(limits.max_future_skew_ms)
+        self._modes = _mode_cache(limits.taxonomy)
+
+    def parse(self, raw: bytes | str) -> ToolInvocation:
+        size = len(raw)
+        if size > LINE_MAX_BYTES:
+            raise InvalidRecord(f"record of {size} bytes exceeds the {LINE_MAX_BYTES}-byte limit")
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidRecord(f"not JSON: {exc}") from None
+        if not isinstance(obj, dict):
+            raise InvalidRecord(f"not a JSON object but {type(obj).__name__}")
+        if size <= self.limits.args_max_bytes and _is_normal(obj, self._future, self._modes):
+            return obj  # type: ignore[return-value]
+        return _normalise(obj, self.limits, size)
+
+    def validate(self, obj: dict[str, Any], encoded_size: int | None = None) -> ToolInvocation:
+        if (encoded_size is not None and encoded_size <= self.limits.args_max_bytes
+                and _is_normal(obj, self._future, self._modes)):
+            return obj  # type: ignore[return-value]
+        return _normalise(obj, self.limits, encoded_size)
 
 
 def _already_normal(obj: dict[str, Any], limits: RecordLimits) -> ToolInvocation | None:
-    """`obj` itself when it is exactly what `_normalise` would return, else None.
+    """`obj` itself when it is exactly what `_normalise` would return, else None."""
+    if _is_normal(obj, _future_bound(limits.max_future_skew_ms), _mode_cache(limits.taxonomy)):
+        return obj  # type: ignore[return-value]
+    return None
+
+
+def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str]) -> bool:
+    """Whether `obj` is exactly what `_normalise` would return (so it can be taken as is).
 
     The hot path: telemetry written by our own client is already normal, and checking
     that costs a fraction of building a new record. Anything unusual (a missing or
     null optional field, an unknown key, an upper-case outcome, a failure mode not yet
-    seen) falls through to `_normalise`, which gives the reasons.
+    seen) falls through to `_normalise`, which gives the reasons. Unknown keys: the
+    seven required fields are present (checked one by one), each optional one present
+    is counted, and the record may have no other key.
     """
     get = obj.get
-    ts, sid, tool = get("ts"), get("session_id"), get("tool")
-    mode, rid, duration = get("failure_mode", ""), get("id"), get("duration_ms", 0)
-    agent, error = get("agent_id", ""), get("error", "")
-    if not (
-        type(ts) is int and 0 <= ts <= _future_bound(limits.max_future_skew_ms)
+    ts, sid, tool, rid = get("ts"), get("session_id"), get("tool"), get("id")
+    mode = get("failure_mode", _ABSENT)
+    duration, agent, error = get("duration_ms"), get("agent_id"), get("error")
+    return bool(
+        type(ts) is int and 0 <= ts <= future
         and (type(sid) is int or (type(sid) is str and 0 < len(sid) <= TOOL_MAX_CHARS))
         and type(tool) is str and 0 < len(tool) <= TOOL_MAX_CHARS
         and type(get("args")) is dict and get("outcome") in OUTCOMES
-        and (mode is None or _VALID_MODES.get((mode, limits.taxonomy)) == mode)
-        and type(duration) is int and duration >= 0
-        and type(agent) is str and len(agent) <= STRING_FIELD_MAX_CHARS
-        and type(error) is str and len(error) <= STRING_FIELD_MAX_CHARS
-        and type(rid) is str and _HEX64_LOWER.fullmatch(rid)
-        and obj.keys() <= _FIELDS
-    ):
-        return None
-    return obj  # type: ignore[return-value]
+        and (mode is None or (type(mode) is str and modes.get(mode) == mode))
+        and (duration is None or (type(duration) is int and duration >= 0))
+        and (agent is None or (type(agent) is str and len(agent) <= STRING_FIELD_MAX_CHARS))
+        and (error is None or (type(error) is str and len(error) <= STRING_FIELD_MAX_CHARS))
+        and type(rid) is str and len(rid) == 64 and not rid.strip(_HEX_LOWER)
+        and len(obj) == 7 + (duration is not None) + (agent is not None) + (error is not None)
+    )
 
 
 def _future_bound(max_future_skew_ms: int | None) -> float:
@@ -252,14 +284,23 @@ def _failure_mode(value: Any, taxonomy: frozenset[str]) -> str | None:
     if value is None:
         return None
     # Failure modes repeat endlessly in a stream: remember the ones already validated.
-    cache_key = (value, taxonomy) if isinstance(value, str) else None
-    if cache_key is not None and (known := _VALID_MODES.get(cache_key)) is not None:
+    cache = _mode_cache(taxonomy)
+    if isinstance(value, str) and (known := cache.get(value)) is not None:
         return known
     mode = _check_failure_mode(value, taxonomy)
-    if len(_VALID_MODES) >= _VALID_MODES_MAX:
-        _VALID_MODES.clear()
-    _VALID_MODES[(value, taxonomy)] = mode
+    if len(cache) >= _VALID_MODES_MAX:
+        cache.clear()
+    cache[value] = mode
     return mode
+
+
+def _mode_cache(taxonomy: frozenset[str]) -> dict[str, str]:
+    cache = _VALID_MODES.get(taxonomy)
+    if cache is None:
+        if len(_VALID_MODES) >= 64:  # taxonomies come from configs: a handful
+            _VALID_MODES.clear()
+        cache = _VALID_MODES[taxonomy] = {}
+    return cache
 
 
 def _check_failure_mode(value: Any, taxonomy: frozenset[str]) -> str:

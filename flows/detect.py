@@ -52,11 +52,13 @@ def add_detector(
     `on_counters` sees every counter item on the worker that produced it (metrics).
     """
     params = config.detection()
-    parsed = parse_telemetry("parse", chunks, params, config.record_limits(), config.shards)
+    parsed = parse_telemetry("parse", chunks, params, config.record_limits(),
+                             config.shard_count())
     shard_inputs: op.KeyedStream[Any] = parsed.oks
     if controls is not None:
         shard_inputs = op.merge("with_controls", parsed.oks, controls)
-    detected: DetectOut = detect_friction("detect", shard_inputs, params, config.shards, seed)
+    detected: DetectOut = detect_friction("detect", shard_inputs, params,
+                                          config.shard_count(), seed)
     dead, stats = parsed.errs, parsed.stats
     if rejects is not None:
         dead = op.merge("with_source_rejects", dead, rejects)

@@ -63,7 +63,8 @@ def source_settings(config: Config) -> NatsSourceSettings:
     return NatsSourceSettings(
         url=config.nats, stream=stream, batch_size=config.batch_size, start=config.start,
         until_idle_s=_seconds(config.until_idle), poll_s=config.source_poll / 1000,
-        connect_timeout_s=config.connect_timeout / 1000, manage_stream=config.manage_stream)
+        connect_timeout_s=config.connect_timeout / 1000, manage_stream=config.manage_stream,
+        client=config.nats_client)
 
 
 def event_settings(config: Config) -> NatsEventSettings:

@@ -2,9 +2,12 @@
 
 The stream is partitioned by the server (see `binloop.jetstream`): partition `p` is
 the subject filter `telemetry_p.<p>.>` (partition 0 also reads anything stored
-unpartitioned). Each Bytewax partition reads one stream partition through an
-:class:`binloop.nats_consumer.OrderedConsumer` (a pull consumer with bounded
-requests in flight) and numbers its chunks 0, 1, 2, ...
+unpartitioned). Each Bytewax partition reads one stream partition through an ordered
+pull consumer with bounded requests in flight, and numbers its chunks 0, 1, 2, ...
+The consumer is :class:`binloop.wire_consumer.WireOrderedConsumer` on binloop's own
+lean client of the NATS protocol (`binloop.nats_wire`, one connection per worker
+thread), or :class:`binloop.nats_consumer.OrderedConsumer` on nats-py (`client =
+nats-py`, and `auto` when the server needs TLS or NKeys); both keep the same contract.
 
 Delivery guarantee: exactly-once with Bytewax recovery. A partition's snapshot is
 `NatsPosition(stream_seq, chunk_seq)`: the last stream sequence it handed out and
@@ -31,6 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Protocol
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
@@ -38,10 +42,12 @@ from typing_extensions import override
 from binloop.inputs import RawChunk
 from binloop.jetstream import StreamSpec, connect, ensure_telemetry_stream
 from binloop.metrics import PartitionMetrics
-from binloop.nats_consumer import OrderedConsumer, PullSettings
+from binloop.nats_consumer import Delivery, OrderedConsumer, PullSettings
 from binloop.nats_link import acquire_link, release_link
+from binloop.nats_wire import Unsupported, acquire_wire, release_wire, stream_last_seq
 from binloop.schema import DeadLetter
 from binloop.subjects import partition_filters
+from binloop.wire_consumer import WireOrderedConsumer
 
 SourceItem = RawChunk | DeadLetter
 log = logging.getLogger("binloop.nats")
@@ -63,6 +69,7 @@ class NatsSourceSettings:
     heartbeat_s: float = 1.0
     connect_timeout_s: float = 30.0
     manage_stream: bool = True
+    client: str = "auto"
 
     @property
     def prefix(self) -> str:
@@ -87,38 +94,135 @@ class _IdleClock:
     checked: float = 0.0
 
 
+class _Consumer(Protocol):
+    position: int  # the last stream sequence handed out
+
+    @property
+    def pending(self) -> int | None:
+        """Messages of the filter stored after the last one delivered (None: unknown)."""
+
+    @property
+    def active(self) -> bool: ...
+
+
+class _Reader:
+    """A stream partition read in order after a position (the contract of
+    `binloop.nats_consumer.OrderedConsumer`), on one of the two clients."""
+
+    consumer: _Consumer
+
+    def poll(self, budget: int) -> Delivery:
+        raise NotImplementedError
+
+    def caught_up(self) -> bool:
+        raise NotImplementedError
+
+    def stream_last_seq(self) -> int:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class _WireReader(_Reader):
+    """On `binloop.nats_wire` (this thread's connection)."""
+
+    consumer: WireOrderedConsumer
+
+    def __init__(self, settings: NatsSourceSettings, name: str, filters: list[str]) -> None:
+        self._settings = settings
+        self._link = acquire_wire(settings.url, "binloop-source", settings.connect_timeout_s)
+        self.consumer = WireOrderedConsumer(self._link.conn, settings.stream.name, filters, 0,
+                                             name, PullSettings(heartbeat_s=settings.heartbeat_s))
+
+    def poll(self, budget: int) -> Delivery:
+        return self.consumer.poll(budget)
+
+    def caught_up(self) -> bool:
+        return self.consumer.caught_up()
+
+    def stream_last_seq(self) -> int:
+        return stream_last_seq(self._link.conn, self._settings.stream.name)
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        finally:
+            release_wire(self._link)
+
+
+class _AsyncReader(_Reader):
+    """On nats-py (this thread's event loop and connection)."""
+
+    consumer: OrderedConsumer
+
+    def __init__(self, settings: NatsSourceSettings, name: str, filters: list[str]) -> None:
+        self._settings = settings
+        self._link = acquire_link(settings.url, "binloop-source", settings.connect_timeout_s)
+        self.consumer = OrderedConsumer(self._link.nc, self._link.js, settings.stream.name,
+                                         filters, 0, name,
+                                         PullSettings(heartbeat_s=settings.heartbeat_s))
+
+    def poll(self, budget: int) -> Delivery:
+        return self._link.run(self.consumer.poll(budget, 0.0))
+
+    def caught_up(self) -> bool:
+        return self._link.run(self.consumer.caught_up())
+
+    def stream_last_seq(self) -> int:
+        info = self._link.run(self._link.js.stream_info(self._settings.stream.name))
+        return int(info.state.last_seq)
+
+    def close(self) -> None:
+        try:
+            self._link.run(self.consumer.close())
+        finally:
+            release_link(self._link)
+
+
+def open_reader(settings: NatsSourceSettings, name: str, filters: list[str]) -> _Reader:
+    """The reader of `settings.client` (`auto`: wire, or nats-py where wire cannot go)."""
+    if settings.client == "nats-py":
+        return _AsyncReader(settings, name, filters)
+    try:
+        return _WireReader(settings, name, filters)
+    except Unsupported as exc:
+        if settings.client == "wire":
+            raise
+        log.info("%s: reading with nats-py (%s)", name, exc)
+        return _AsyncReader(settings, name, filters)
+
+
 class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
     def __init__(self, settings: NatsSourceSettings, name: str, index: int,
                  resume: NatsPosition | None) -> None:
         self._settings = settings
         self._name = name
-        self._link = acquire_link(settings.url, "binloop-source", settings.connect_timeout_s)
-        position = resume or NatsPosition(self._start_seq(settings))
+        self._reader = open_reader(settings, name, partition_filters(settings.prefix, index))
+        try:
+            position = resume or NatsPosition(self._start_seq(settings))
+        except BaseException:
+            self._reader.close()
+            raise
         if resume is not None:
             log.info("%s resumes after stream seq %d at chunk %d", name, resume.stream_seq,
                      resume.chunk_seq)
+        self._reader.consumer.position = position.stream_seq
         self._chunk_seq = position.chunk_seq
         self._start_chunk = position.chunk_seq
-        self._consumer = OrderedConsumer(
-            self._link.nc, self._link.js, settings.stream.name,
-            partition_filters(settings.prefix, index), position.stream_seq, name,
-            PullSettings(heartbeat_s=settings.heartbeat_s))
         self._metrics = PartitionMetrics(name, position.stream_seq)
         self._idle = _IdleClock(min(1.0, (settings.until_idle_s or 1.0) / 4))
         self._awake: datetime | None = None
         self._quiet_s = 0.0
 
     def _start_seq(self, settings: NatsSourceSettings) -> int:
-        if settings.start != "new":
-            return 0
-        info = self._link.run(self._link.js.stream_info(settings.stream.name))
-        return int(info.state.last_seq)
+        return self._reader.stream_last_seq() if settings.start == "new" else 0
 
     @override
     def next_batch(self) -> list[SourceItem]:
         if stop_requested.is_set():
             raise StopIteration
-        delivery = self._link.run(self._consumer.poll(self._settings.batch_size, 0.0))
+        delivery = self._reader.poll(self._settings.batch_size)
         out: list[SourceItem] = list(delivery.rejects)
         if delivery.items:
             out.append(RawChunk(self._name, self._chunk_seq,
@@ -127,10 +231,11 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
             self._chunk_seq += 1
         self._awake = None
         if delivery.messages:
-            self._metrics.read(delivery.messages, self._consumer.position, self._consumer.pending)
+            consumer = self._reader.consumer
+            self._metrics.read(delivery.messages, consumer.position, consumer.pending)
             self._idle.since = time.monotonic()
             self._quiet_s = 0.0
-        elif not self._consumer.active:
+        elif not self._reader.consumer.active:
             self._awake = datetime.now(timezone.utc) + timedelta(seconds=0.1)
         elif self._settings.until_idle_s is not None and self._idle_long_enough():
             raise StopIteration
@@ -147,16 +252,16 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
             return False
         self._idle.checked = now
         try:
-            info = self._link.run(self._link.js.stream_info(self._settings.stream.name))
+            last_seq = self._reader.stream_last_seq()
         except Exception:
             self._idle.since = now
             return False
-        if info.state.last_seq != self._idle.last_seq:
-            self._idle.last_seq, self._idle.since = info.state.last_seq, now
+        if last_seq != self._idle.last_seq:
+            self._idle.last_seq, self._idle.since = last_seq, now
             return False
         assert self._settings.until_idle_s is not None
         return (now - self._idle.since >= self._settings.until_idle_s
-                and self._link.run(self._consumer.caught_up()))
+                and self._reader.caught_up())
 
     @override
     def next_awake(self) -> datetime | None:
@@ -164,16 +269,14 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
 
     @override
     def snapshot(self) -> NatsPosition:
-        return NatsPosition(self._consumer.position, self._chunk_seq)
+        return NatsPosition(self._reader.consumer.position, self._chunk_seq)
 
     @override
     def close(self) -> None:
         try:
-            self._link.run(self._consumer.close())
+            self._reader.close()
         except Exception as exc:  # the consumer also expires by itself
             log.debug("%s: closing the consumer: %s", self._name, exc)
-        finally:
-            release_link(self._link)
 
 
 class NatsTelemetrySource(FixedPartitionedSource[SourceItem, NatsPosition]):

@@ -26,7 +26,7 @@ from typing_extensions import override
 
 from binloop.detection import DetectionParams, Detector, DetectorStats, Key
 from binloop.events import BINEvent
-from binloop.ingest import parse_chunk
+from binloop.ingest import parse_counted
 from binloop.inputs import RawChunk
 from binloop.schema import DeadLetter, RecordLimits, ToolInvocation
 
@@ -105,19 +105,37 @@ class DetectOut:
     stats: Stream[DetectorStats]
 
 
+class ShardRouter:
+    """The shard of a key, remembered (keys repeat endlessly; the memory is bounded)."""
+
+    def __init__(self, params: DetectionParams, shards: int, remember: int = 1 << 16) -> None:
+        self.params = params
+        self.shards = shards
+        self._remember = remember
+        self._known: dict[tuple[str, str | None], str] = {}
+
+    def shard(self, rec: ToolInvocation) -> str:
+        raw_key = (rec["tool"], rec["failure_mode"])
+        known = self._known.get(raw_key)
+        if known is None:
+            if len(self._known) >= self._remember:
+                self._known.clear()
+            known = self._known[raw_key] = shard_of(self.params.key_of(rec), self.shards)
+        return known
+
+
 def _split_chunk(chunk: RawChunk, params: DetectionParams, limits: RecordLimits,
-                 shards: int) -> list[Any]:
-    parsed = parse_chunk(chunk, limits)
-    max_ts = max((rec["ts"] for rec in parsed.records), default=None)
-    by_shard: dict[str, list[ToolInvocation]] = {str(s): [] for s in range(shards)}
-    for rec in parsed.records:
-        if params.counts(rec):
-            by_shard[shard_of(params.key_of(rec), shards)].append(rec)
-    out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq, max_ts))
+                 router: ShardRouter) -> list[Any]:
+    parsed = parse_counted(chunk, params.count_outcomes, limits)
+    by_shard: dict[str, list[ToolInvocation]] = {str(s): [] for s in range(router.shards)}
+    for rec in parsed.counted:
+        by_shard[router.shard(rec)].append(rec)
+    out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq,
+                                     parsed.max_ts))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
-    out.append(IngestStats(len(chunk.items) - parsed.blank, len(parsed.records), len(parsed.dead),
-                           max_ts))
+    out.append(IngestStats(len(chunk.items) - parsed.blank, parsed.valid, len(parsed.dead),
+                           parsed.max_ts))
     return out
 
 
@@ -126,7 +144,8 @@ def parse_telemetry(step_id: str, up: Stream[RawChunk], params: DetectionParams,
                     limits: RecordLimits, shards: int) -> ParseOut:
     """Validate raw chunks; counted records go to their shard, rejects to `errs`."""
     spread = op.redistribute("spread", up)
-    parsed = op.flat_map("parse", spread, lambda c: _split_chunk(c, params, limits, shards))
+    router = ShardRouter(params, shards)
+    parsed = op.flat_map("parse", spread, lambda c: _split_chunk(c, params, limits, router))
     keyed = op.branch("keyed", parsed, lambda x: isinstance(x, tuple))
     rest = op.branch("rejects", keyed.falses, lambda x: isinstance(x, DeadLetter))
     return ParseOut(

@@ -146,7 +146,7 @@ def flow_hooks(config: Config) -> dict[str, Any]:
     def on_events(events: Stream[BINEvent]) -> None:
         build_events(events, lambda: process_builds(config).service, stop_with_flow=False)
 
-    controls: Callable[[Dataflow], Any] = controls_factory(settings, config.shards)
+    controls: Callable[[Dataflow], Any] = controls_factory(settings, config.shard_count())
     return {"controls": controls, "on_events": on_events,
             "seed": library_seed(answered_epochs(library))}
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from binloop.nats_consumer import OrderedConsumer
 from binloop.schema import InvalidRecord, parse_record
-from binloop.subjects import partition_prefix, subject_token
+from binloop.subjects import tool_filters
 from pipeline_runner.fsutil import atomic_write_bytes
 from pipeline_runner.nats_bridge import NatsBridge
 from pipeline_runner.service import BuildService
@@ -26,11 +26,7 @@ log = logging.getLogger("binloop.builds")
 
 
 def use_filters(prefix: str, names: list[str]) -> list[str]:
-    filters = []
-    for name in names:
-        token = subject_token(name)
-        filters += [f"{partition_prefix(prefix)}.*.*.{token}", f"{prefix}.*.{token}"]
-    return filters
+    return [subject for name in names for subject in tool_filters(prefix, name)]
 
 
 class UseWatcher:

@@ -99,3 +99,15 @@ async def _stream_messages(url: str, stream: str) -> list[tuple[str, dict[str, s
         return out
     finally:
         await nc.close()
+
+
+def stream_names(url: str) -> list[str]:
+    return asyncio.run(_stream_names(url))
+
+
+async def _stream_names(url: str) -> list[str]:
+    nc = await connect(url, "test-reader", 10)
+    try:
+        return [info.config.name or "" for info in await nc.jetstream().streams_info()]
+    finally:
+        await nc.close()

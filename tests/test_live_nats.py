@@ -3,10 +3,12 @@ reference engine's on the same records."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -25,7 +27,14 @@ from binloop.reference import run_reference
 from binloop.subjects import MSG_ID_HEADER, event_subject
 from binloop.summary import RunSummary
 from binloop.telemetry_client import TelemetryClient
-from tests.nats_fixtures import live_config, publish, stream_messages, telemetry, write_lines
+from tests.nats_fixtures import (
+    live_config,
+    publish,
+    stream_messages,
+    stream_names,
+    telemetry,
+    write_lines,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -68,10 +77,13 @@ def assert_same_counters(live: Any, expected: Any) -> None:
     assert {k: getattr(live, k) for k in COUNTERS} == {k: getattr(expected, k) for k in COUNTERS}
 
 
-def test_live_events_equal_the_reference(nats_server: NatsServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["auto", "nats-py"])
+def test_live_events_equal_the_reference(nats_server: NatsServer, tmp_path: Path,
+                                         client: str) -> None:
+    """Through binloop's wire reader (auto) and through nats-py."""
     lines = telemetry(6000)
     publish(nats_server.url, lines)
-    config = live_config(nats_server.url, tmp_path)
+    config = live_config(nats_server.url, tmp_path, nats_client=client)
     summary = run_live(config)
     expected, ref_summary = reference(config, lines, tmp_path)
     assert len(expected) >= 20
@@ -109,6 +121,23 @@ def wait_for(predicate: Callable[[], bool], job: subprocess.Popen[bytes] | None 
         time.sleep(0.05)
 
 
+def stream_exists(url: str, name: str) -> bool:
+    return any(n == name for n in stream_names(url))
+
+
+def committed_epoch(recovery: Path) -> int:
+    """The newest epoch a job committed to its Bytewax recovery store (-1: none)."""
+    newest = -1
+    for part in recovery.glob("part-*.sqlite3"):
+        with contextlib.closing(sqlite3.connect(f"file:{part}?mode=ro", uri=True)) as db:
+            try:
+                row = db.execute("SELECT MAX(commit_epoch) FROM commits").fetchone()
+            except sqlite3.OperationalError:  # not created yet
+                continue
+            newest = max(newest, row[0] if row and row[0] is not None else -1)
+    return newest
+
+
 def test_kill_9_and_resume_from_recovery_is_exactly_once(
         nats_server: NatsServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     lines = telemetry(9000, seed=11)
@@ -116,12 +145,17 @@ def test_kill_9_and_resume_from_recovery_is_exactly_once(
                          snapshot_interval="300ms", until_idle="off")
     publisher = threading.Thread(target=publish, args=(nats_server.url, lines),
                                  kwargs={"rate": 3000})
-    publisher.start()
     job = start_job(config, tmp_path, "first.json")
     try:
-        # mid-stream: a third of the telemetry read (snapshots taken), events out
+        # The job is running (its event sink made BIN_EVENTS) before telemetry flows in.
+        wait_for(lambda: stream_exists(nats_server.url, "BIN_EVENTS"), job)
+        publisher.start()
+        # mid-stream: a third of the telemetry read, events out, a snapshot committed
+        # after that (the job reads faster than 3000 records/s)
         wait_for(lambda: records_read(tmp_path / "first.json") >= 3000
                  and len(events_in(tmp_path / "events.jsonl")) >= 5, job)
+        committed = committed_epoch(tmp_path / "recovery")
+        wait_for(lambda: committed_epoch(tmp_path / "recovery") > committed, job)
         os.kill(job.pid, signal.SIGKILL)
         assert job.wait(10) == -signal.SIGKILL
     finally:

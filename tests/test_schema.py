@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import time
 
 import orjson
@@ -51,6 +52,8 @@ def test_same_content_same_id_whatever_the_case_of_outcome() -> None:
         (line(failure_mode="BOGUS.x"), "taxonomy"),
         (line(failure_mode="ARGS..x"), "dot-separated"),
         (line(error=3), "error must be"),
+        (line(failure_mode=["ARGS"]), "failure_mode must be"),
+        (line(failure_mode={"ARGS": 1}), "failure_mode must be"),
         (b'{"tool": "\xff\xfe"}', "not JSON"),
         (line(ts=int(time.time() * 1000) + 10 * 86_400_000), "future"),
     ],
@@ -84,7 +87,12 @@ from typing import Any  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from binloop.schema import DEFAULT_LIMITS, _already_normal, _normalise  # noqa: E402
+from binloop.schema import (  # noqa: E402
+    DEFAULT_LIMITS,
+    RecordParser,
+    _already_normal,
+    _normalise,
+)
 
 ANY_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**62), st.text(max_size=5),
                        st.floats(allow_nan=False))
@@ -95,11 +103,13 @@ FIELD_VALUES: dict[str, Any] = {
     "tool": st.one_of(st.text(max_size=4), st.just("x" * 257), ANY_SCALAR),
     "args": st.one_of(st.dictionaries(st.text(max_size=3), st.integers()), ANY_SCALAR),
     "outcome": st.sampled_from(["success", "FAILURE", "timeout", "cancelled", "nope", None, 3]),
-    "failure_mode": st.sampled_from([None, "ARGS.x", "args.x", "ARGS", "BAD.x", "ARGS..x", 5]),
+    "failure_mode": st.sampled_from([None, "ARGS.x", "args.x", "ARGS", "BAD.x", "ARGS..x", 5,
+                                     ["ARGS"], {"ARGS": 1}]),
     "duration_ms": st.one_of(st.integers(-2, 10), ANY_SCALAR),
     "agent_id": ANY_SCALAR,
     "error": st.one_of(ANY_SCALAR, st.just("e" * 5000)),
     "extra": ANY_SCALAR,
+    "args2": ANY_SCALAR,
 }
 
 
@@ -130,3 +140,21 @@ def test_hot_path_takes_normal_records() -> None:
     _normalise(dict(NORMAL), DEFAULT_LIMITS, 100)
     assert _already_normal(dict(NORMAL), DEFAULT_LIMITS) == NORMAL
     assert _already_normal({**NORMAL, "outcome": "FAILURE"}, DEFAULT_LIMITS) is None
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None, max_examples=300)
+@given(records())
+def test_record_parser_is_parse_record(obj: dict[str, Any]) -> None:
+    """The per-chunk parser gives what `parse_record` gives (record or reason)."""
+    raw = json.dumps(obj).encode()  # orjson refuses ints beyond 64 bits; a producer may not
+    parser = RecordParser(DEFAULT_LIMITS)
+    try:
+        expected: object = parse_record(raw)
+    except InvalidRecord as exc:
+        expected = str(exc)
+    for _ in range(2):  # cold, then with the failure-mode cache warm
+        try:
+            got: object = parser.parse(raw)
+        except InvalidRecord as exc:
+            got = str(exc)
+        assert got == expected

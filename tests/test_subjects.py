@@ -59,7 +59,7 @@ def test_subject_layout() -> None:
         "bin.events.get%20user.ARGS.bad_total"
     src, dest = partition_transform("telemetry", 8)
     assert src == "telemetry.*.*"
-    assert dest == "telemetry_p.{{partition(8,2)}}.{{wildcard(1)}}.{{wildcard(2)}}"
+    assert dest == "telemetry_p.{{partition(8,2)}}.{{wildcard(2)}}"
     # partition 0 also reads whatever was stored unpartitioned
     assert partition_filters("telemetry", 0) == ["telemetry_p.0.>", "telemetry.>"]
     assert partition_filters("telemetry", 3) == ["telemetry_p.3.>"]
@@ -71,3 +71,10 @@ def test_server_urls_are_shown_without_credentials() -> None:
     assert redact_url("nats://alice:s3cret@nats-1:4222,nats://tok@nats-2:4222") == \
         "nats://***@nats-1:4222,nats://***@nats-2:4222"
     assert redact_url("nats://127.0.0.1:4222") == "nats://127.0.0.1:4222"
+
+
+def test_every_subject_a_tools_records_may_be_stored_under() -> None:
+    from binloop.subjects import tool_filters
+
+    assert tool_filters("telemetry", "book.flight") == [
+        "telemetry_p.*.book%2Eflight", "telemetry_p.*.*.book%2Eflight", "telemetry.*.book%2Eflight"]

@@ -56,12 +56,24 @@ def report_summary(summary: Any) -> None:
         print(summary.render(), file=sys.stderr)
 
 
-def init_recovery_store(path: Path, partitions: int, process_id: int = 0) -> None:
-    """Create the recovery store unless DIR holds one (process 0), or wait for it."""
-    from binloop.recovery_store import prepare_store
+def init_recovery_store(config: Config, process_id: int = 0) -> Config:
+    """Create the recovery store unless it exists (process 0), or wait for it; returns
+    `config` with the shard count the store is written with (`--shards auto` takes it,
+    another explicit count is an error: the state cannot be re-sharded)."""
+    from binloop.config import ConfigError
+    from binloop.recovery_store import prepare_store, store_shards
     from flows.nats_source import stop_requested
 
-    prepare_store(path, partitions, process_id, stop_requested)
+    assert config.recovery_dir
+    path = Path(config.recovery_dir)
+    prepare_store(path, store_partitions(config), process_id, stop_requested,
+                  shards=config.shard_count())
+    stored = store_shards(path)
+    if config.shards is not None and config.shards != stored:
+        raise ConfigError(f"the recovery store {path} holds state in {stored} shards, not "
+                          f"--shards {config.shards}: resume with --shards {stored} (or auto), "
+                          "or start a new store")
+    return config.replace(shards=stored)
 
 
 def store_partitions(config: Config) -> int:
@@ -141,9 +153,9 @@ def _run_in_process(config: Config, process_id: int | None = None,
     try:
         recovery = None
         if config.recovery_dir:
-            init_recovery_store(Path(config.recovery_dir), store_partitions(config),
-                                process_id or 0)
-            recovery = RecoveryConfig(Path(config.recovery_dir),
+            store = Path(config.recovery_dir)
+            config = init_recovery_store(config, process_id or 0)
+            recovery = RecoveryConfig(store,
                                       timedelta(milliseconds=config.backup_interval))
         hooks: dict[str, Any] = {}
         if config.build:
@@ -173,7 +185,7 @@ def _run_cluster(config: Config) -> None:
     from binloop.cluster import free_ports
 
     if config.recovery_dir:  # once, before the processes race to create it
-        init_recovery_store(Path(config.recovery_dir), store_partitions(config))
+        config = init_recovery_store(config)
     addresses = ";".join(f"127.0.0.1:{port}" for port in free_ports(config.processes))
     env = {**os.environ, **config.to_env()}
     procs = [subprocess.Popen([sys.executable, "-m", "binloop.commands.run", str(i), addresses],
