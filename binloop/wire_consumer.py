@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Final
+from typing import Final
 
-import orjson
-
-from binloop.nats_consumer import Delivery, PullSettings
 from binloop.nats_wire import (
     JetStreamError,
     Subscription,
@@ -28,15 +25,14 @@ from binloop.nats_wire import (
     js_api,
     parse_headers,
 )
-from binloop.schema import DeadLetter, raw_text
-from binloop.subjects import BATCH_HEADER, BATCH_JSONL
+from binloop.pull_protocol import Delivery, PullSettings, PullTracker
+from binloop.subjects import BATCH_HEADER
 
 log = logging.getLogger("binloop.nats")
 
 API_PREFIX: Final = "$JS.API"
 _BATCH_NAME: Final = BATCH_HEADER.encode()
 _STATUS_LINE: Final = b"NATS/1.0 "
-_REQUEST_ENDED: Final = ("request timeout", "exceeds maxbytes", "batch completed")
 
 
 def wire_ack_sequences(reply: bytes) -> tuple[int, int]:
@@ -49,17 +45,6 @@ def wire_ack_sequences(reply: bytes) -> tuple[int, int]:
     return int(tokens[7]), int(tokens[8])
 
 
-def split_envelope(data: bytes) -> list[bytes]:
-    """The lines of a `Binloop-Batch: jsonl` payload: split at \\n, a last empty line
-    dropped, a trailing \\r removed from each."""
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    if b"\r" in data:
-        return [line.rstrip(b"\r") for line in lines]
-    return lines
-
-
 class WireOrderedConsumer:
     """Reads the messages of `filters` in `stream` after stream sequence `position`."""
 
@@ -67,30 +52,27 @@ class WireOrderedConsumer:
                  source: str, pull: PullSettings | None = None, api: str = API_PREFIX) -> None:
         self.conn, self.stream = conn, stream
         self.filters = filters
-        self.position = position
         self.source = source
-        self.pull = pull or PullSettings()
         self.api = api
-        timing = {"expires": int(self.pull.expires_s * 1e9),
-                  "idle_heartbeat": int(self.pull.heartbeat_s * 1e9)}
-        self._request = orjson.dumps({"batch": self.pull.batch,
-                                      "max_bytes": self.pull.max_bytes, **timing})
-        # One message whatever its size: after a request stopped at max_bytes, the next
-        # message may be larger than max_bytes (the server's max_payload bounds it).
-        self._one_any_size = orjson.dumps({"batch": 1, **timing})
-        self._big_next = False
+        self.tracker = PullTracker(stream, position, source, pull or PullSettings())
         self._sub: Subscription | None = None
         self._consumer: str | None = None
         self._next_subject = ""
         self._queue: list[WireMsg] = []
         self._index = 0
-        self._credit = 0  # messages requested and neither delivered nor given up
-        self._next_dseq = 1
-        self._last_activity = time.monotonic()
         self._reconnects_seen = conn.reconnects
         self._retry_at = 0.0
         self._last_reply = b""
         self.resets = 0
+
+    @property
+    def position(self) -> int:
+        """The last stream sequence handed out (set it to skip ahead)."""
+        return self.tracker.position
+
+    @position.setter
+    def position(self, seq: int) -> None:
+        self.tracker.position = seq
 
     @property
     def pending(self) -> int | None:
@@ -128,52 +110,28 @@ class WireOrderedConsumer:
         return self._index < len(self._queue) or bool(self._sub and self._sub.pending)
 
     def _healthy(self) -> bool:
-        if self.conn.reconnects != self._reconnects_seen:
-            log.info("%s: reconnected to NATS; resuming after stream seq %d",
-                     self.source, self.position)
-            return False
-        if self._pending():
+        reconnected = self.conn.reconnects != self._reconnects_seen
+        if not reconnected and self._pending():
             return True
-        silent = time.monotonic() - self._last_activity
-        if silent > 3 * self.pull.heartbeat_s and self.conn.connected:
-            log.info("%s: no message or heartbeat for %.1fs; resuming after stream seq %d",
-                     self.source, silent, self.position)
-            return False
-        return True
+        return not self.tracker.stale(reconnected, self.conn.connected)
 
     def _create(self) -> None:
         self._reconnects_seen = self.conn.reconnects
-        config: dict[str, Any] = {
-            "deliver_policy": "by_start_sequence", "opt_start_seq": self.position + 1,
-            "ack_policy": "none", "replay_policy": "instant", "mem_storage": True,
-            "num_replicas": 1,
-            "inactive_threshold": int(max(30.0, 10 * self.pull.heartbeat_s) * 1e9)}
-        if len(self.filters) == 1:
-            config["filter_subject"] = self.filters[0]
-        else:
-            config["filter_subjects"] = self.filters
         info = js_api(self.conn, f"{self.api}.CONSUMER.CREATE.{self.stream}",
-                      {"stream_name": self.stream, "config": config})
+                      {"stream_name": self.stream,
+                       "config": self.tracker.consumer_config(self.filters)})
         self._consumer = str(info["name"])
         self._sub = self.conn.subscribe(self.conn.new_inbox())
         self._next_subject = f"{self.api}.CONSUMER.MSG.NEXT.{self.stream}.{self._consumer}"
         self._queue, self._index = [], 0
-        self._credit = 0
-        self._big_next = False
-        self._next_dseq = 1
-        self._last_activity = time.monotonic()
+        self.tracker.restart()
 
     def _top_up(self) -> None:
         """Keep between one and two batches requested."""
         if self._sub is None:
             return
-        if self._big_next:
-            self._big_next = False
-            self.conn.publish(self._next_subject, self._one_any_size, self._sub.subject)
-            self._credit += 1
-        while self._credit < self.pull.batch:
-            self.conn.publish(self._next_subject, self._request, self._sub.subject)
-            self._credit += self.pull.batch
+        for request in self.tracker.requests():
+            self.conn.publish(self._next_subject, request, self._sub.subject)
 
     def _drop(self) -> None:
         sub, self._sub = self._sub, None
@@ -212,61 +170,33 @@ class WireOrderedConsumer:
                 self._drop()
                 break
         if out.messages:
-            self._last_activity = time.monotonic()
+            self.tracker.last_activity = time.monotonic()
         self._top_up()
         self.conn.flush()
         return out
 
     def _take_any(self, reply: bytes, headers: bytes, data: bytes, out: Delivery) -> bool:
         """A data or status message; False when the consumer must be recreated."""
-        self._last_activity = time.monotonic()
+        self.tracker.last_activity = time.monotonic()
         if headers.startswith(_STATUS_LINE):
             status, description, fields = parse_headers(headers)
             if status is not None:
-                return self._status(status, description, fields)
+                return self.tracker.status(status, description,
+                                           int(fields.get("Nats-Pending-Messages", 0)))
         return self._take(reply, headers, data, out)
 
     def _take(self, reply: bytes, headers: bytes, data: bytes, out: Delivery) -> bool:
         """Add one data message to `out`; False on a gap (the consumer must be reset)."""
         sseq, dseq = wire_ack_sequences(reply)
-        self._credit -= 1
-        if dseq != self._next_dseq:
-            log.info("%s: consumer sequence gap (%d, expected %d); resuming after %d",
-                     self.source, dseq, self._next_dseq, self.position)
+        arrival = self.tracker.arrive(sseq, dseq)
+        if arrival == "gap":
             return False
-        self._next_dseq = dseq + 1
         self._last_reply = reply
-        if sseq <= self.position:
-            return True
-        self.position = sseq
-        out.messages += 1
-        out.first_seq = out.first_seq or sseq
-        out.last_seq = sseq
-        batch = parse_headers(headers)[2].get(BATCH_HEADER) if _BATCH_NAME in headers \
-            else None
-        if batch is None:
-            out.items.append(data)
-        elif batch.strip().lower() == BATCH_JSONL:
-            out.items.extend(split_envelope(data))
-        else:
-            out.rejects.append(DeadLetter(
-                raw_text(data), f"unknown {BATCH_HEADER} encoding {batch!r:.40} "
-                f"(expected {BATCH_JSONL!r})", f"nats:{self.stream}", f"stream seq {sseq}"))
+        if arrival == "new":
+            batch = parse_headers(headers)[2].get(BATCH_HEADER) if _BATCH_NAME in headers \
+                else None
+            self.tracker.take(out, sseq, data, batch)
         return True
-
-    def _status(self, status: str, description: str, fields: dict[str, str]) -> bool:
-        """Heartbeats keep us alive; a request that ended early returns its credit;
-        anything else (consumer deleted, leadership change...) recreates."""
-        if status == "100":
-            return True
-        lowered = description.lower()
-        if status == "408" or (status == "409" and any(e in lowered for e in _REQUEST_ENDED)):
-            self._credit = max(0, self._credit - int(fields.get("Nats-Pending-Messages", 0)))
-            self._big_next = self._big_next or "maxbytes" in lowered
-            return True
-        log.info("%s: pull status %s %s; resuming after stream seq %d", self.source, status,
-                 description, self.position)
-        return False
 
     def caught_up(self) -> bool:
         """Whether the server has nothing more for us right now."""
@@ -278,10 +208,8 @@ class WireOrderedConsumer:
         except (OSError, JetStreamError, ValueError) as exc:
             log.debug("consumer info: %s", exc)
             return False
-        # Everything the server delivered has reached us (its consumer sequence; its
-        # stream sequence moves past messages the filter skipped).
         delivered = int((info.get("delivered") or {}).get("consumer_seq") or 0)
-        return int(info.get("num_pending", -1)) == 0 and delivered == self._next_dseq - 1
+        return self.tracker.caught_up(int(info.get("num_pending", -1)), delivered)
 
     def close(self) -> None:
         consumer = self._consumer
