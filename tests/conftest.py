@@ -1,4 +1,5 @@
-"""Shared fixtures: the real tau-bench telemetry (skipped where ../shared is absent)."""
+"""Shared fixtures: the real tau-bench telemetry (skipped where ../shared is absent), the
+TypeScript toolchain, NATS servers, a library with a gated tool."""
 
 from __future__ import annotations
 
@@ -36,3 +37,14 @@ def typescript_target() -> object:
     except ToolchainUnavailable as exc:
         pytest.skip(f"TypeScript target unavailable: {exc}")
     return target
+
+
+@pytest.fixture(scope="session")
+def gated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A library holding the tool built (really: sandboxed checks and tests) from the
+    reference agent's own failures, and its name; tests copy it before changing it."""
+    from tests.agentkit import agent_failure_event, build_library
+
+    tmp = tmp_path_factory.mktemp("gated")
+    tool = build_library(tmp / "library", agent_failure_event(tmp))
+    return tmp / "library", tool["name"]

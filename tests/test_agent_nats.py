@@ -26,8 +26,6 @@ from pipeline_runner.nats_bridge import NatsBridge
 from pipeline_runner.nats_control import NatsControl
 from tests.agentkit import (
     MODE,
-    agent_failure_event,
-    build_library,
     copy_library,
     make_agent,
     read_log,
@@ -36,13 +34,6 @@ from tests.buildkit import event_of, runner_for
 
 pytestmark = pytest.mark.slow
 SESSION = "trip 7.é"  # escaped into one subject token
-
-
-@pytest.fixture(scope="module")
-def gated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    tmp = tmp_path_factory.mktemp("gated")
-    tool = build_library(tmp / "library", agent_failure_event(tmp))
-    return tmp / "library", tool["name"]
 
 
 @pytest.fixture

@@ -27,14 +27,6 @@ from tests.buildkit import event_of, failing_calls
 pytestmark = pytest.mark.slow  # builds a real tool (sandboxed ruff, mypy, pytest) once
 
 
-@pytest.fixture(scope="module")
-def gated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A library holding the tool built from the agent's own failures, and its name."""
-    tmp = tmp_path_factory.mktemp("gated")
-    tool = build_library(tmp / "library", agent_failure_event(tmp))
-    return tmp / "library", tool["name"]
-
-
 @pytest.fixture
 def library(gated: tuple[Path, str], tmp_path: Path) -> Path:
     return copy_library(gated[0], tmp_path / "library")

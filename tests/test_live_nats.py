@@ -77,6 +77,17 @@ def assert_same_counters(live: Any, expected: Any) -> None:
     assert {k: getattr(live, k) for k in COUNTERS} == {k: getattr(expected, k) for k in COUNTERS}
 
 
+def assert_job_is_the_reference(url: str, config: Config, lines: list[bytes],
+                                tmp_path: Path) -> None:
+    """A job that wrote events.jsonl and summary.json under `tmp_path` fired the
+    reference's events, once each on the events stream, with the reference's counters."""
+    expected, ref_summary = reference(config, lines, tmp_path)
+    assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
+    assert_events_stream(url, expected)
+    summary = RunSummary.from_json(orjson.loads((tmp_path / "summary.json").read_bytes()))
+    assert_same_counters(summary, ref_summary)
+
+
 @pytest.mark.parametrize("client", ["auto", "nats-py"])
 def test_live_events_equal_the_reference(nats_server: NatsServer, tmp_path: Path,
                                          client: str) -> None:
@@ -204,11 +215,7 @@ def test_nats_server_restart_mid_stream_loses_nothing(nats_server: NatsServer,
     finally:
         if job.poll() is None:
             job.kill()
-    expected, ref_summary = reference(config, lines, tmp_path)
-    assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
-    assert_events_stream(nats_server.url, expected)
-    summary = RunSummary.from_json(orjson.loads((tmp_path / "summary.json").read_bytes()))
-    assert_same_counters(summary, ref_summary)
+    assert_job_is_the_reference(nats_server.url, config, lines, tmp_path)
     assert "resuming after stream seq" in (tmp_path / "summary.json.log").read_text()
 
 
@@ -231,11 +238,7 @@ def test_two_processes_and_batch_envelopes_give_the_same_events(nats_server: Nat
     finally:
         if job.poll() is None:
             job.kill()
-    expected, ref_summary = reference(config, lines, tmp_path)
-    assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
-    assert_events_stream(nats_server.url, expected)
-    summary = RunSummary.from_json(orjson.loads((tmp_path / "summary.json").read_bytes()))
-    assert_same_counters(summary, ref_summary)
+    assert_job_is_the_reference(nats_server.url, config, lines, tmp_path)
 
 
 def test_builds_need_a_library(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pipeline_runner.designers.llm import JsonClient, Limits, LLMDesigner, Message, ProviderError
+from pipeline_runner.designers.llm import (
+    JsonClient,
+    LLMDesigner,
+    Message,
+    ProviderError,
+    designer_from_config,
+)
 
 DEFAULT_MODEL: Final = "claude-sonnet-4-5"
 
@@ -47,7 +53,4 @@ def client_of(config: Any) -> JsonClient:
 
 
 def from_config(config: Any = None) -> LLMDesigner:
-    if config is None:
-        from binloop.config import load_config
-        config = load_config({})
-    return LLMDesigner("anthropic", client_of(config), Limits(retries=config.llm_retries))
+    return designer_from_config("anthropic", client_of, config)

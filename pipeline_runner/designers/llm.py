@@ -206,3 +206,13 @@ class LLMDesigner:
                                                          "Answer again with corrected JSON."}]
         raise InvalidDesign(f"{self.name}: no valid answer after {self.limits.retries + 1} "
                             f"attempts; last problem: {problem}")
+
+
+def designer_from_config(name: str, client_of: Callable[[Any], JsonClient],
+                         config: Any = None) -> LLMDesigner:
+    """The LLM designer `name` with the client `client_of(config)` builds from the
+    job's settings (the environment's and defaults when `config` is None)."""
+    if config is None:
+        from binloop.config import load_config
+        config = load_config({})
+    return LLMDesigner(name, client_of(config), Limits(retries=config.llm_retries))
