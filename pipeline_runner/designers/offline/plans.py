@@ -14,7 +14,7 @@ import copy
 import importlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -68,7 +68,10 @@ class Plan:
     name_from_tool_only: bool = False
 
 
-def oracle(template: str) -> Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]:
+Oracle = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
+def oracle(template: str) -> Oracle:
     module = importlib.import_module(f"{TEMPLATES}.{template}")
     evaluate: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] = module.evaluate
     return evaluate
@@ -103,6 +106,17 @@ def _distinct_by_args(evidence: list[ToolInvocation]) -> list[ToolInvocation]:
             seen.append(rec["args"])
             out.append(rec)
     return out
+
+
+def _flagged(evidence: list[ToolInvocation], evaluate: Oracle, config: dict[str, Any]
+             ) -> Iterator[tuple[int, ToolInvocation, dict[str, Any], dict[str, Any]]]:
+    """(number, record, params, answer) for each distinct evidence call the tool's
+    oracle flags (`ok` false) when called with the record's args."""
+    for number, rec in enumerate(_distinct_by_args(evidence), 1):
+        params = {"args": rec["args"]}
+        out = evaluate(config, params)
+        if not out["ok"]:
+            yield number, rec, params, out
 
 
 def _error(rec: ToolInvocation) -> str:
@@ -376,11 +390,7 @@ def plan_perm(ctx: Context) -> Plan:
     config = {"tool": ctx.tool, "denied": rules, "message": normalize(_error(ctx.evidence[-1]))}
     evaluate = oracle("permission")
     cases: list[AcceptanceCase] = []
-    for number, rec in enumerate(_distinct_by_args(ctx.evidence), 1):
-        params = {"args": rec["args"]}
-        out = evaluate(config, params)
-        if out["ok"]:
-            continue
+    for number, rec, params, out in _flagged(ctx.evidence, evaluate, config):
         cases.append(case(f"flags_refusal_{number}", params, pattern(out), rec["id"]))
         grants = [i["value"] for i in out["issues"]]
         granted = {"args": rec["args"], "granted": grants}
@@ -428,11 +438,7 @@ def plan_syntax(ctx: Context) -> Plan:
     config = {"fields": fields}
     evaluate = oracle("repair")
     cases: list[AcceptanceCase] = []
-    for number, rec in enumerate(_distinct_by_args(ctx.evidence), 1):
-        params = {"args": rec["args"]}
-        out = evaluate(config, params)
-        if out["ok"]:
-            continue
+    for number, rec, params, out in _flagged(ctx.evidence, evaluate, config):
         cases.append(case(f"flags_malformed_{number}", params, pattern(out), rec["id"]))
         if out["repaired"]:
             fixed = {"args": out["args"]}
