@@ -32,6 +32,7 @@ import asyncio
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
@@ -105,23 +106,23 @@ class _Consumer(Protocol):
     def active(self) -> bool: ...
 
 
-class _Reader:
+class _Reader(ABC):
     """A stream partition read in order after a position (the contract of
     `binloop.nats_consumer.OrderedConsumer`), on one of the two clients."""
 
     consumer: _Consumer
 
-    def poll(self, budget: int) -> Delivery:
-        raise NotImplementedError
+    @abstractmethod
+    def poll(self, budget: int) -> Delivery: ...
 
-    def caught_up(self) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def caught_up(self) -> bool: ...
 
-    def stream_last_seq(self) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def stream_last_seq(self) -> int: ...
 
-    def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def close(self) -> None: ...
 
 
 class _WireReader(_Reader):
