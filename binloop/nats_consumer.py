@@ -31,7 +31,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import DEFAULT_PREFIX, ConsumerConfig
 
-from binloop.pull_protocol import Delivery, PullSettings, PullTracker
+from binloop.pull_protocol import Delivery, PullSettings, PullTracker, TrackedConsumer
 from binloop.subjects import BATCH_HEADER
 
 __all__ = ["Delivery", "OrderedConsumer", "PullSettings", "ack_sequences"]
@@ -53,7 +53,7 @@ def ack_sequences(reply: str) -> tuple[int, int, int]:
     return int(tokens[7]), int(tokens[8]), int(tokens[10])
 
 
-class OrderedConsumer:
+class OrderedConsumer(TrackedConsumer):
     """Reads the messages of `filters` in `stream` after stream sequence `position`."""
 
     def __init__(self, nc: NATS, js: JetStreamContext, stream: str, filters: list[str],
@@ -71,15 +71,6 @@ class OrderedConsumer:
         self.resets = 0
         # Messages of the filter stored after the last one delivered (from its reply).
         self.pending: int | None = None
-
-    @property
-    def position(self) -> int:
-        """The last stream sequence handed out (set it to skip ahead)."""
-        return self.tracker.position
-
-    @position.setter
-    def position(self, seq: int) -> None:
-        self.tracker.position = seq
 
     @property
     def active(self) -> bool:

@@ -168,3 +168,18 @@ class PullTracker:
         Everything the server delivered has reached us (`delivered` is its consumer
         sequence; its stream sequence moves past messages the filter skipped)."""
         return num_pending == 0 and delivered == self.next_dseq - 1
+
+
+class TrackedConsumer:
+    """A reader whose bookkeeping is `self.tracker`: its `position` is the tracker's."""
+
+    tracker: PullTracker
+
+    @property
+    def position(self) -> int:
+        """The last stream sequence handed out (set it to skip ahead)."""
+        return self.tracker.position
+
+    @position.setter
+    def position(self, seq: int) -> None:
+        self.tracker.position = seq

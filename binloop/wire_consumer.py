@@ -25,7 +25,7 @@ from binloop.nats_wire import (
     js_api,
     parse_headers,
 )
-from binloop.pull_protocol import Delivery, PullSettings, PullTracker
+from binloop.pull_protocol import Delivery, PullSettings, PullTracker, TrackedConsumer
 from binloop.subjects import BATCH_HEADER
 
 log = logging.getLogger("binloop.nats")
@@ -45,7 +45,7 @@ def wire_ack_sequences(reply: bytes) -> tuple[int, int]:
     return int(tokens[7]), int(tokens[8])
 
 
-class WireOrderedConsumer:
+class WireOrderedConsumer(TrackedConsumer):
     """Reads the messages of `filters` in `stream` after stream sequence `position`."""
 
     def __init__(self, conn: WireConnection, stream: str, filters: list[str], position: int,
@@ -64,15 +64,6 @@ class WireOrderedConsumer:
         self._retry_at = 0.0
         self._last_reply = b""
         self.resets = 0
-
-    @property
-    def position(self) -> int:
-        """The last stream sequence handed out (set it to skip ahead)."""
-        return self.tracker.position
-
-    @position.setter
-    def position(self, seq: int) -> None:
-        self.tracker.position = seq
 
     @property
     def pending(self) -> int | None:
