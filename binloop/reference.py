@@ -36,17 +36,9 @@ def run_reference(config: Config) -> RunSummary:
             summary.valid += len(parsed.records)
             summary.invalid += len(parsed.dead)
             outputs.dead(parsed.dead)
-            fired: list[BINEvent] = []
-            late: list[ToolInvocation] = []
-            for rec in parsed.records:
-                if params.counts(rec):
-                    seen = detector.observe(rec)
-                    if seen.event is not None:
-                        fired.append(seen.event)
-                    elif seen.status == "late":
-                        late.append(rec)
+            fired, late = detect_records(detector, parsed.records)
             outputs.events(fired)
-            outputs.late(late)
+            outputs.late([parsed.records[index] for index in late])
             progress.update(reader.bytes_done, summary.records_read)
     finally:
         reader.close()
@@ -54,3 +46,19 @@ def run_reference(config: Config) -> RunSummary:
     summary.add_detector(detector.stats)
     summary.elapsed_s = time.perf_counter() - started
     return summary
+
+
+def detect_records(detector: Detector, records: list[ToolInvocation]
+                   ) -> tuple[list[BINEvent], list[int]]:
+    """Records in arrival order through the detector: the events fired, and the
+    indexes of the records that came late. Records that do not count are skipped."""
+    fired: list[BINEvent] = []
+    late: list[int] = []
+    for index, rec in enumerate(records):
+        if detector.params.counts(rec):
+            seen = detector.observe(rec)
+            if seen.event is not None:
+                fired.append(seen.event)
+            elif seen.status == "late":
+                late.append(index)
+    return fired, late

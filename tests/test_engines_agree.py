@@ -27,6 +27,7 @@ from binloop.detection import Detector, DetectorStats
 from binloop.ingest import parse_item
 from binloop.polars_engine import detect_rows
 from binloop.polars_frame import records_frame
+from binloop.reference import detect_records
 from binloop.schema import InvalidRecord, ToolInvocation
 from tests.engine_runs import (
     engine_config,
@@ -56,17 +57,9 @@ def valid_records(lines: list[bytes]) -> list[ToolInvocation]:
 def reference_detection(config: Config, records: list[ToolInvocation]) -> tuple[
         list[Any], list[int], DetectorStats]:
     """The spec itself: events, indexes of late records, counters."""
-    params = config.detection()
-    detector = Detector(params)
-    events, late = [], []
-    for index, rec in enumerate(records):
-        if params.counts(rec):
-            seen = detector.observe(rec)
-            if seen.event is not None:
-                events.append(seen.event)
-            elif seen.status == "late":
-                late.append(index)
-    return events, late, detector.stats
+    detector = Detector(config.detection())
+    events, late = detect_records(detector, records)
+    return list(events), late, detector.stats
 
 
 def write_lines(path: Path, lines: list[bytes]) -> Path:
