@@ -28,7 +28,9 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; the benchmarks' sub-commands only when `argv` asks for
+    `bench` (or is None: the whole tree, for documentation)."""
     parser = argparse.ArgumentParser(
         prog="binloop",
         description="Detect an agent fleet's recurring tool failures and build tools for them.",
@@ -36,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    if argv is None or "bench" in argv:
+        from binloop.cli.commands.bench import register_benches
+
+        register_benches(subparsers.choices["bench"])
     for command in subparsers.choices.values():  # --log-format, --log-level everywhere
         add_arguments(command, "logging", config_flag=False)
     return parser
@@ -60,7 +66,8 @@ def report_error(command: str, exc: Exception) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     try:
         setup_command_logging(args)
         return int(args.func(args) or 0)

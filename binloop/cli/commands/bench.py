@@ -1,7 +1,8 @@
 """`binloop bench <name>`: the benchmarks of `benchmarks/`, one module per benchmark.
 
 Each module listed in `BENCHES` defines `register_bench(subparsers)`, which adds its
-sub-command with `set_defaults(func=...)`. To add a benchmark (e.g. `bench nats`), write
+sub-command with `set_defaults(func=...)` (registered only when `binloop bench` is run, so
+that other commands start fast). To add a benchmark (e.g. `bench nats`), write
 `benchmarks/<name>.py` with that function and list it here.
 """
 
@@ -19,10 +20,15 @@ BENCHES = (
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+    subparsers.add_parser(
         "bench", help="benchmarks: engines throughput/RSS, backlog policies, coupon check, "
                  "the live job on NATS",
         description="Run a benchmark; each writes JSON, a Markdown table (and plots) to --out.")
+
+
+def register_benches(parser: Any) -> None:
+    """The benchmarks' own sub-commands: only when `bench` was asked for (their modules
+    import what they measure)."""
     benches = parser.add_subparsers(dest="bench", required=True, metavar="BENCH")
     for name in BENCHES:
         importlib.import_module(name).register_bench(benches)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
@@ -27,6 +26,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     config = load_config(args)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")

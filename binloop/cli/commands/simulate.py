@@ -42,7 +42,7 @@ HELP = {
 
 
 def register(subparsers: Any) -> None:
-    from binloop.sim.simulate import SimParams
+    from binloop.sim.params import SimParams
 
     parser = subparsers.add_parser(
         "simulate", help="write seeded synthetic telemetry (and ground truth beside it)",
@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
 
 def params_from_args(args: argparse.Namespace) -> Any:
     """The SimParams given on the command line (unset flags keep their defaults)."""
-    from binloop.sim.simulate import SimParams
+    from binloop.sim.params import SimParams
 
     values: dict[str, Any] = {}
     for f in dataclasses.fields(SimParams):
