@@ -11,6 +11,7 @@ from __future__ import annotations
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
+from binloop.core.config import default
 from binloop.core.summary import Progress
 from binloop.replay.inputs import InputReader, RawChunk, ReadPosition, input_size
 
@@ -42,7 +43,8 @@ class _FilePartition(StatefulSourcePartition[RawChunk, ReadPosition]):
 class TelemetryFileSource(FixedPartitionedSource[RawChunk, ReadPosition]):
     """Chunks of raw lines of a file, a directory (files in name order) or stdin (`-`)."""
 
-    def __init__(self, path: str, batch_size: int = 4096, progress: bool = False) -> None:
+    def __init__(self, path: str, batch_size: int = default("batch_size"),
+                 progress: bool = False) -> None:
         self._path = path
         self._batch_size = batch_size
         self._progress = progress

@@ -40,6 +40,7 @@ from typing import Protocol
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
+from binloop.core.config import default
 from binloop.core.schema import DeadLetter
 from binloop.nats.consumer import Delivery, OrderedConsumer, PullSettings
 from binloop.nats.jetstream import StreamSpec, connect, ensure_telemetry_stream
@@ -63,7 +64,7 @@ class NatsSourceSettings:
 
     url: str
     stream: StreamSpec
-    batch_size: int = 4096
+    batch_size: int = default("batch_size")
     start: str = "all"
     until_idle_s: float | None = None
     poll_s: float = 0.005

@@ -29,6 +29,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ENV_PREFIX = "BINLOOP_"
+# The detection and validation defaults are the domain objects' own (declared once there).
+_DETECTION = DetectionParams()
+_LIMITS = RecordLimits()
 # Each chunk of telemetry sends one item to every state shard (so that a shard can put
 # a partition's chunks back in order): fewer shards, less work per chunk. 16 spreads
 # detection over up to 16 workers; earlier versions used 64.
@@ -178,32 +181,38 @@ class Config:
     """All settings of binloop. Attribute names are the TOML keys."""
 
     # Detection semantics (see binloop.core.detection).
-    theta: int = setting(3, "failures of one (tool, failure_mode) that fire a BINEvent",
+    theta: int = setting(_DETECTION.theta,
+                         "failures of one (tool, failure_mode) that fire a BINEvent",
                          groups=DETECT, parse=positive_int, metavar="N")
-    window: WindowSpec = setting(WindowSpec("session"),
+    window: WindowSpec = setting(_DETECTION.window,
                                  "session | global | sliding:<duration> (event time)",
                                  groups=DETECT, parse=WindowSpec.parse, metavar="KIND")
-    count_outcomes: frozenset[str] = setting(frozenset({"failure", "timeout"}),
+    count_outcomes: frozenset[str] = setting(_DETECTION.count_outcomes,
                                              "outcomes that count as failures",
                                              groups=DETECT, parse=parse_outcomes, metavar="LIST")
-    mode_level: int | None = setting(None, "cut failure_mode to its first N levels (unset: all)",
+    mode_level: int | None = setting(_DETECTION.mode_level,
+                                     "cut failure_mode to its first N levels (unset: all)",
                                      groups=DETECT, parse=optional_positive_int, metavar="N")
-    evidence_max: int = setting(10, "records of evidence carried by an event",
+    evidence_max: int = setting(_DETECTION.evidence_max,
+                                "records of evidence carried by an event",
                                 groups=DETECT, parse=positive_int, metavar="N")
-    session_gap: int = setting(30 * 60_000, "a session slice ends this long after its newest ts",
+    session_gap: int = setting(_DETECTION.session_gap_ms,
+                               "a session slice ends this long after its newest ts",
                                groups=DETECT, parse=parse_duration_ms, show=_show_duration,
                                metavar="DUR")
-    allowed_lateness: int = setting(60 * 60_000,
+    allowed_lateness: int = setting(_DETECTION.allowed_lateness_ms,
                                     "how far behind the newest ts a record may arrive before "
                                     "idle state that it would have joined may be evicted",
                                     groups=DETECT, parse=non_negative_duration_ms,
                                     show=_show_duration, metavar="DUR")
-    dedup_max: int = setting(64, "recent record ids remembered per key to drop duplicates",
+    dedup_max: int = setting(_DETECTION.dedup_max,
+                             "recent record ids remembered per key to drop duplicates",
                              groups=DETECT, parse=non_negative_int, metavar="N")
     # Record validation.
-    args_max_bytes: int = setting(8192, "args larger than this (JSON bytes) are truncated",
+    args_max_bytes: int = setting(_LIMITS.args_max_bytes,
+                                  "args larger than this (JSON bytes) are truncated",
                                   groups=DETECT, parse=positive_int, metavar="BYTES")
-    max_future_skew: int | None = setting(24 * 3_600_000,
+    max_future_skew: int | None = setting(_LIMITS.max_future_skew_ms,
                                           "reject records whose ts is further in the future "
                                           "('off' to accept any)",
                                           groups=DETECT, parse=optional_duration_ms,
@@ -465,6 +474,14 @@ def _choice(text: str, choices: tuple[str, ...]) -> str:
 
 def env_name(name: str) -> str:
     return ENV_PREFIX + name.upper()
+
+
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Config)}
+
+
+def default(name: str) -> Any:
+    """A setting's declared default, for objects that are built without a `Config`."""
+    return _DEFAULTS[name]
 
 
 def flag_name(name: str) -> str:
