@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from binloop.core.classify import FAILURE_MODE_SETTINGS, GIVEN_ELSE_INFER
 from binloop.detection import DetectionParams
 from binloop.schema import OUTCOMES, TAXONOMY, RecordLimits
 from binloop.window import WindowSpec, format_duration_ms, parse_duration_ms
@@ -212,6 +213,13 @@ class Config:
                                                   "level-1 failure codes accepted beside the "
                                                   "paper's taxonomy", groups=DETECT,
                                                   parse=parse_codes, metavar="LIST")
+    failure_modes: str = setting(GIVEN_ELSE_INFER,
+                                 "failure_mode of counted records: given (as recorded; none "
+                                 "means not counted) | infer (from the error text, always) | "
+                                 "given-else-infer (infer where none is given)",
+                                 groups=DETECT,
+                                 parse=lambda t: _choice(t.strip().lower(), FAILURE_MODE_SETTINGS),
+                                 metavar="HOW")
     # Engines and files.
     engine: str = setting("bytewax", "bytewax | reference | polars", groups=("detect",),
                           parse=lambda t: _choice(t, ("bytewax", "reference", "polars")))
@@ -443,6 +451,8 @@ class Config:
             args_max_bytes=self.args_max_bytes,
             max_future_skew_ms=self.max_future_skew,
             taxonomy=TAXONOMY | self.extra_failure_codes,
+            failure_modes=self.failure_modes,
+            infer_outcomes=self.count_outcomes,
         )
 
     def shard_count(self) -> int:

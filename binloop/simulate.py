@@ -361,7 +361,7 @@ def _json_str(expr: pl.Expr) -> pl.Expr:
 def record_lines(frame: pl.DataFrame) -> pl.Series:
     """The JSONL text of each row, keys sorted and compact, with its content-hash `id`."""
     error = (pl.when(pl.col("outcome").is_in(["failure", "timeout"]))
-             .then(pl.coalesce(error_text(), pl.lit("Error: unexpected failure"))))
+             .then(error_text()))  # a failure without a mode has no text: nothing to infer
     head = pl.concat_str([
         pl.lit('{"agent_id":'), _json_str(pl.col("agent_id")),
         pl.lit(',"args":'), pl.col("args"),
