@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "binloop.commands.sweep",
     "binloop.commands.run",
     "binloop.commands.publish",
+    "binloop.commands.ingest",
     "binloop.commands.nats_server",
     "binloop.commands.bench",
     "binloop.commands.status",

@@ -226,8 +226,10 @@ class Config:
     input: str | None = setting(None, "JSONL, JSONL.gz or Parquet file, a directory of them, "
                                 "or - for stdin", groups=("detect", "flow"),
                                 parse=optional_text, metavar="PATH")
-    input_format: str = setting("binloop", "how the input's lines are written: binloop (the "
-                                "record) or hanzo (the Hanzo bot's telemetry files)",
+    input_format: str = setting("auto", "how the input's lines are written: binloop (the "
+                                "record), hanzo (the Hanzo bot's telemetry files), otlp-json "
+                                "(the OpenTelemetry Collector's file exporter) or auto (each "
+                                "file sniffed by its first line)",
                                 groups=("detect", "flow"), parse=lambda t: _input_format(t),
                                 metavar="FORMAT")
     out: str | None = setting(None, "write BINEvents to this JSONL file (default: stdout)",

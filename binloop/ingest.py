@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
 from binloop.inputs import RawChunk, RawItem
-from binloop.replay.formats import mapper
+from binloop.replay.formats import LineMapper, mapped, mapper
 from binloop.schema import (
     DEFAULT_LIMITS,
     DeadLetter,
@@ -48,8 +50,12 @@ def parse_chunk(chunk: RawChunk, limits: RecordLimits = DEFAULT_LIMITS) -> Parse
             continue
         try:
             if line_mapper is not None and isinstance(item, bytes):
-                records.append(validate_record(
-                    line_mapper(item, chunk.source, chunk.first_line + index), limits))
+                for fields in mapped(line_mapper, item, chunk.source, chunk.first_line + index):
+                    try:
+                        records.append(validate_record(fields, limits))
+                    except InvalidRecord as exc:
+                        dead.append(DeadLetter(raw_text(item), str(exc), chunk.source,
+                                               str(chunk.first_line + index)))
                 continue
             records.append(parse_item(item, limits))
         except InvalidRecord as exc:
@@ -86,11 +92,16 @@ def parse_counted(chunk: RawChunk, count_outcomes: frozenset[str],
         if not item:
             blank += 1
             continue
+        if line_mapper is not None and isinstance(item, bytes):
+            good = _mapped_line(line_mapper, validate, item, chunk, index, dead)
+            valid += len(good)
+            for rec in good:
+                max_ts = max(max_ts, rec["ts"])
+                if rec["failure_mode"] is not None and rec["outcome"] in count_outcomes:
+                    counted.append(rec)
+            continue
         try:
-            if line_mapper is not None and isinstance(item, bytes):
-                rec = validate(line_mapper(item, chunk.source, chunk.first_line + index))
-            else:
-                rec = validate(item) if isinstance(item, dict) else parse(item)
+            rec = validate(item) if isinstance(item, dict) else parse(item)
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
             dead.append(DeadLetter(raw, str(exc), chunk.source, str(chunk.first_line + index)))
@@ -101,3 +112,23 @@ def parse_counted(chunk: RawChunk, count_outcomes: frozenset[str],
         if rec["failure_mode"] is not None and rec["outcome"] in count_outcomes:
             counted.append(rec)
     return CountedChunk(counted, dead, valid, blank, max_ts if valid else None)
+
+
+def _mapped_line(line_mapper: LineMapper, validate: Callable[[dict[str, Any]], ToolInvocation],
+                 item: bytes, chunk: RawChunk, index: int,
+                 dead: list[DeadLetter]) -> list[ToolInvocation]:
+    """The valid records of a line of another input format; its rejects go to `dead`
+    (each with the line's position)."""
+    position = str(chunk.first_line + index)
+    try:
+        fields = mapped(line_mapper, item, chunk.source, chunk.first_line + index)
+    except InvalidRecord as exc:
+        dead.append(DeadLetter(raw_text(item), str(exc), chunk.source, position))
+        return []
+    good: list[ToolInvocation] = []
+    for one in fields:
+        try:
+            good.append(validate(one))
+        except InvalidRecord as exc:
+            dead.append(DeadLetter(raw_text(item), str(exc), chunk.source, position))
+    return good

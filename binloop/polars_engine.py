@@ -70,7 +70,8 @@ def run_polars(config: Config) -> RunSummary:
         _write_rejects(outputs, files, frame, detection.late_rows, config)
     finally:
         outputs.close()
-    summary = RunSummary(records_read=frame.height + sum(len(f.dead) for f in files),
+    read = sum(f.frame.height + len(f.dead) if f.lines is None else f.lines for f in files)
+    summary = RunSummary(records_read=read,
                          valid=frame.height, invalid=sum(len(f.dead) for f in files))
     summary.add_detector(detection.stats)
     summary.elapsed_s = time.perf_counter() - started

@@ -27,7 +27,7 @@ from binloop.ingest import parse_item
 from binloop.inputs import STDIN, InputReader, RawItem, list_input_files
 from binloop.polars_frame import FRAME_SCHEMA, empty_frame, records_frame
 from binloop.polars_proof import candidates, prove
-from binloop.replay.formats import LineMapper, mapper
+from binloop.replay.formats import AUTO, BINLOOP, LineMapper, mapped, mapper, resolve, sniff_file
 from binloop.schema import (
     DEFAULT_LIMITS,
     DeadLetter,
@@ -50,6 +50,9 @@ class LoadedRecords(NamedTuple):
     frame: pl.DataFrame
     dead: list[DeadLetter]
     blank: int
+    # Non-blank lines read, where a line may hold several records or none (an OTLP
+    # export); None: one record or one reject per line.
+    lines: int | None = None
 
 
 OnProgress = Callable[[int, int], None]
@@ -78,11 +81,13 @@ def load_records(path: str, limits: RecordLimits = DEFAULT_LIMITS,
 
 
 def load_file(name: str, limits: RecordLimits = DEFAULT_LIMITS,
-              on_progress: OnProgress | None = None, input_format: str = "binloop"
+              on_progress: OnProgress | None = None, input_format: str = AUTO
               ) -> LoadedRecords:
     """One input file (the name as `list_input_files` gives it: it is the dead letters' source)."""
     lowered = name.lower()
-    if lowered.endswith((".parquet", ".pq")) or input_format != "binloop":
+    if input_format == AUTO:
+        input_format = _sniff_stdin() if name == STDIN else sniff_file(name)
+    if lowered.endswith((".parquet", ".pq")) or input_format != BINLOOP:
         return _load_parquet(name, limits, input_format)
     if name == STDIN:
         return load_jsonl(sys.stdin.buffer, name, limits, on_progress)
@@ -195,17 +200,29 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
             continue
         try:
             if line_mapper is not None and isinstance(item, bytes):
-                records.append(validate_record(line_mapper(item, source, first_line + row),
-                                               limits))
+                for fields in mapped(line_mapper, item, source, first_line + row):
+                    try:
+                        records.append(validate_record(fields, limits))
+                        kept.append(row)
+                    except InvalidRecord as exc:
+                        dead.append(DeadLetter(raw_text(item), str(exc), source,
+                                               str(first_line + row)))
             else:
                 records.append(parse_item(item, limits))
-            kept.append(row)
+                kept.append(row)
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
             dead.append(DeadLetter(raw, str(exc), source, str(first_line + row)))
     lines = [first_line + row for row in kept]
     frame = records_frame(records, lines).with_columns(row=pl.Series(kept, dtype=pl.UInt32))
     return LoadedRecords(frame.select("row", *FRAME_SCHEMA), dead, blank)
+
+
+def _sniff_stdin() -> str:
+    """`auto` on stdin: the first line in what is buffered (nothing is consumed)."""
+    stdin = sys.stdin.buffer
+    head = stdin.peek(1 << 16) if isinstance(stdin, io.BufferedReader) else b""
+    return resolve(AUTO, head.split(b"\n")) or BINLOOP
 
 
 def _load_parquet(name: str, limits: RecordLimits, input_format: str = "binloop"
@@ -216,12 +233,15 @@ def _load_parquet(name: str, limits: RecordLimits, input_format: str = "binloop"
     dead: list[DeadLetter] = []
     blank = 0
     line_mapper = mapper(input_format)
+    lines = 0
     for chunk in InputReader(name, PARQUET_BATCH, input_format=input_format):
         part = _slow_path(chunk.items, range(len(chunk.items)), chunk.first_line, chunk.source,
                           limits, line_mapper)
         frames.append(part.frame.drop("row"))
         dead.extend(part.dead)
         blank += part.blank
-    return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank)
+        lines += len(chunk.items) - part.blank
+    return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank,
+                         lines if line_mapper is not None else None)
 
 

@@ -43,7 +43,7 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, ReadPosition]):
     """Chunks of raw lines of a file, a directory (files in name order) or stdin (`-`)."""
 
     def __init__(self, path: str, batch_size: int = 4096, progress: bool = False,
-                 input_format: str = "binloop") -> None:
+                 input_format: str = "auto") -> None:
         self._path = path
         self._input_format = input_format
         self._batch_size = batch_size

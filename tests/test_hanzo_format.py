@@ -121,8 +121,13 @@ def test_the_binloop_format_still_rejects_bot_lines(tmp_path: Path) -> None:
     path = write_session(tmp_path, [bot_line("exec", SESSION_MS, False, "auth")])
     dead = tmp_path / "dead.jsonl"
     detect(Config(input=str(path), engine="reference", out=str(tmp_path / "e.jsonl"),
-                  dead_letter=str(dead)))
+                  dead_letter=str(dead), input_format="binloop"))
     assert "missing field ts" in dead.read_text()
+    # the default, auto, knows the bot's lines by their fields
+    auto = tmp_path / "auto-dead.jsonl"
+    summary = detect(Config(input=str(path), engine="reference", out=str(tmp_path / "a.jsonl"),
+                            dead_letter=str(auto)))
+    assert summary.valid == 1 and not auto.exists() or auto.read_text() == ""
 
 
 def test_unknown_format_is_a_clear_error() -> None:
