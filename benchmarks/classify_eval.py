@@ -104,9 +104,9 @@ def compare_events(given: list[ToolInvocation], inferred: list[ToolInvocation],
     return {
         "theta": theta, "window": window,
         "events_given": len(theirs), "events_inferred": len(ours),
-        "keys_same": sorted(map(list, keys_inf & keys_giv)),  # type: ignore[arg-type]
-        "keys_extra": sorted(map(list, keys_inf - keys_giv)),  # type: ignore[arg-type]
-        "keys_missing": sorted(map(list, keys_giv - keys_inf)),  # type: ignore[arg-type]
+        "keys_same": sorted(map(list, keys_inf & keys_giv)),
+        "keys_extra": sorted(map(list, keys_inf - keys_giv)),
+        "keys_missing": sorted(map(list, keys_giv - keys_inf)),
         "events_same_evidence": sum(1 for e in ev_giv if e in ev_inf),
         "evidence_records_both": len(rec_inf & rec_giv),
         "evidence_records_extra": len(rec_inf - rec_giv),

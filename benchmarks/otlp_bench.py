@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from binloop.replay.otlp import attribute
 
@@ -55,7 +56,7 @@ def body(seed: int) -> bytes:
         span.span_id = rnd.randbytes(8)
         tool = TOOLS[i % len(TOOLS)]
         span.name = f"execute_tool {tool}"
-        span.kind = 1
+        span.kind = Span.SPAN_KIND_INTERNAL
         span.start_time_unix_nano = start + i * 1_000_000
         span.end_time_unix_nano = span.start_time_unix_nano + rnd.randint(1, 900) * 1_000_000
         span.attributes.extend([
@@ -66,7 +67,7 @@ def body(seed: int) -> bytes:
             attribute("gen_ai.tool.call.arguments", json.dumps({"path": f"src/m{i}.py", "n": i})),
         ])
         if rnd.random() < 0.1:
-            span.status.code = 2
+            span.status.code = Status.STATUS_CODE_ERROR
             span.status.message = rnd.choice(ERRORS).format(n=rnd.randint(1, 999),
                                                             m=rnd.randint(1, 999))
             span.attributes.append(attribute("error.type", "ToolError"))
