@@ -101,6 +101,7 @@ def test_rules_only_give_taxonomy_codes() -> None:
     ("lock held since 2024-05-13T10:22:01Z by pid 4411",
      "lock held since 2025-01-02 08:00 by pid 7"),
     ("flight HAT030 has no seats", "flight UA2 has no seats"),
+    ("Patient PT-84201 not found", "Patient PC-2016-0314-ECW not found"),
     ("object 0x7f3a9c00 freed twice", "object 0x55aa0010 freed twice"),
     ("GET https://api.example.com/v1/items/77 failed", "GET http://db.internal:8080/x failed"),
     ("connect to 10.0.0.1:5432 refused", "connect to 192.168.1.20:6379 refused"),

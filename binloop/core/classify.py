@@ -11,10 +11,11 @@ here, once, in binloop's parse step. Two levels:
   error that names no cause is a fault of the tool's run).
 * level 2, the message's *template*: its message line with the variable parts masked
   (quoted values, URLs, e-mail addresses, UUIDs, timestamps and dates, paths, IP
-  addresses, hex, words holding a digit, numbers), so "total price is 570, but paid 520"
-  and "total price is 340, but paid 310" share one key. It is written as a token the
-  record schema accepts, `[a-z0-9_]{1,40}`: a slug of the template's words and 6 hex of
-  the template's sha256 (two templates with the same leading words still differ).
+  addresses, hex, words holding a digit, hyphen-joined or not, numbers), so "total
+  price is 570, but paid 520" and "total price is 340, but paid 310" share one key. It
+  is written as a token the record schema accepts, `[a-z0-9_]{1,40}`: a slug of the
+  template's words and 6 hex of the template's sha256 (two templates with the same
+  leading words still differ).
 
 No learned state: the same text gives the same mode in every engine, worker, batch and
 restart, nothing is evicted, and a cache in front of it is invisible. Any change to the
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
-CLASSIFIER_VERSION: Final = "rules-1"
+# rules-2: a hyphen-joined word holding a digit (`PT-84201`, `ORD-2024-77`) is one id.
+CLASSIFIER_VERSION: Final = "rules-2"
 
 # `--failure-modes`: keep the given mode only, infer every counted record's mode, or
 # infer only where none is given (the default).
@@ -166,6 +168,7 @@ _MASKS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<IP>"),
     (re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b",
                 re.IGNORECASE), "<HEX>"),
+    (re.compile(r"\b(?=[\w-]*\d)\w+(?:-\w+)+\b"), "<ID>"),
     (re.compile(r"\b(?=\w*[A-Za-z_])(?=\w*\d)\w+\b"), "<ID>"),
     (re.compile(r"[-+]?\b\d+(?:[.,]\d+)*\b"), "<NUM>"),
 )
