@@ -265,3 +265,19 @@ def test_engines_agree_on_tau_without_modes(tmp_path: Path, tau_telemetry: Path)
     assert run_polars_on(engine_config(stripped, tmp_path / "pol", theta=3)) == reference
     same_as_reference(run_bytewax_on(engine_config(stripped, tmp_path / "bw", theta=3)),
                       reference)
+
+
+def test_the_vectorised_variant_gives_the_parse_steps_modes(tau_telemetry: Path) -> None:
+    import polars as pl
+
+    from binloop.engines.polars.classify import infer_modes
+
+    limits = _limits("infer")
+    records = [parse_record(line, limits) for line in tau_telemetry.read_bytes().splitlines()
+               if line.strip()]
+    frame = pl.DataFrame({"error": [r.get("error") for r in records],
+                          "outcome": [r["outcome"] for r in records]})
+    got = infer_modes(frame)
+    counted = [r["failure_mode"] if "error_template" in r else None for r in records]
+    assert got["inferred_mode"].to_list() == counted
+    assert got["error_template"].to_list() == [r.get("error_template") for r in records]

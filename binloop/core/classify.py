@@ -244,3 +244,11 @@ def template_token(template: str) -> str:
         slug = candidate
     digest = hashlib.sha256(template.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_HEX]
     return f"{slug or 'msg'}_{digest}"
+
+
+def digest_fields(failure_modes: str) -> dict[str, str]:
+    """What failure-mode inference adds to the detection-configuration digest: the
+    setting, and the classifier's version when it infers anything."""
+    if failure_modes == GIVEN:
+        return {"failure_modes": GIVEN}
+    return {"failure_modes": failure_modes, "classifier": CLASSIFIER_VERSION}
