@@ -143,12 +143,17 @@ def run_case(sink: list[str], use_gzip: bool, args: argparse.Namespace,
         if not line:
             raise RuntimeError(f"the receiver did not start: {seen}")
         seen += line
+    import psutil
+
+    proc = psutil.Process(receiver.pid)
+    before = proc.cpu_times()
     try:
         gen = subprocess.run([sys.executable, "-m", "benchmarks.otlp_bench", "loadgen",
                               "--url", found.group(1), "--requests", str(args.requests),
                               "--connections", str(args.connections), "--seed", "1",
                               *(["--gzip"] if use_gzip else [])],
                              capture_output=True, text=True, env=env, check=True)
+        after = proc.cpu_times()
     finally:
         receiver.send_signal(signal.SIGTERM)
         _, err = receiver.communicate(timeout=60)
@@ -156,6 +161,9 @@ def run_case(sink: list[str], use_gzip: bool, args: argparse.Namespace,
     stats = re.search(r"stopped; (\{.*\})", err)
     result["receiver"] = json.loads(stats.group(1)) if stats else None
     result["spans_per_s"] = result["spans"] / result["seconds"]
+    cpu = (after.user + after.system) - (before.user + before.system)
+    result["receiver_cpu_s"] = cpu
+    result["spans_per_cpu_s"] = result["spans"] / cpu if cpu > 0 else None
     return result
 
 
@@ -169,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--seed", type=int, default=1)
     gen.add_argument("--gzip", action="store_true")
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--connections", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/otlp"))
     args = parser.parse_args(argv)
     if args.cmd == "loadgen":
@@ -185,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             out = Path(tmp) / f"records-{use_gzip}.jsonl"
             jsonl = run_case(["--out", str(out)], use_gzip, args, env)
             rows.append({"sink": "jsonl", "gzip": use_gzip, **jsonl})
+            fast = run_case(["--out", str(out) + ".nofsync", "--no-fsync"], use_gzip, args, env)
+            rows.append({"sink": "jsonl --no-fsync", "gzip": use_gzip, **fast})
             nats = run_case(["--nats", server.url, "--stream", f"T{int(use_gzip)}",
                              "--subject-prefix", f"tel{int(use_gzip)}"], use_gzip, args, env)
             rows.append({"sink": "nats", "gzip": use_gzip, **nats})
@@ -193,12 +203,14 @@ def main(argv: list[str] | None = None) -> int:
               "decode_anchor": anchor, "runs": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "otlp_receiver.json").write_text(json.dumps(result, indent=2))
-    lines = ["| sink | gzip | spans | seconds | spans/s | / decode anchor | retries (429/503) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| sink | gzip | spans | seconds | spans/s (wall) | / decode anchor | receiver CPU s "
+             "| spans per receiver CPU-second | retries (429/503) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        per_cpu = f"{r['spans_per_cpu_s']:,.0f}" if r["spans_per_cpu_s"] else "-"
         lines.append(f"| {r['sink']} | {r['gzip']} | {r['spans']:,} | {r['seconds']:.2f} | "
                      f"{r['spans_per_s']:,.0f} | {r['spans_per_s'] / anchor['spans_per_s']:.2f} "
-                     f"| {r['retries']} |")
+                     f"| {r['receiver_cpu_s']:.2f} | {per_cpu} | {r['retries']} |")
     text = (f"Load average {result['load_average'][0]:.1f} on {result['cpus']} CPUs; decode "
             f"anchor {anchor['spans_per_s']:,.0f} spans/s.\n\n" + "\n".join(lines) + "\n")
     (args.out / "otlp_receiver.md").write_text(text)
