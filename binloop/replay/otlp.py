@@ -148,7 +148,7 @@ def map_request(request: ExportTraceServiceRequest, parser: RecordParser | None 
                     if validate:
                         # A bound of the args' JSON size lets small args skip re-encoding
                         # in the validator (the record is built normal already).
-                        rec = dict(check(rec, args_size_bound(attrs)))
+                        rec = check(rec, args_size_bound(attrs))  # type: ignore[assignment]
                     mapped.records.append(rec)
                 except InvalidRecord as exc:
                     mapped.rejected.append(f"span {span.span_id.hex()}: {exc}")
@@ -177,12 +177,13 @@ def span_record(span: Span, attrs: dict[str, AnyValue], tool: str) -> dict[str, 
     trace_hex, span_hex = span.trace_id.hex(), span.span_id.hex()
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
     error_type = _string(attrs.get("error.type"))
-    message = span.status.message
+    status = span.status
+    message = status.message
     exception = _newest_exception(span.events) if span.events else None
     if exception is not None:
         error_type = error_type or exception[0]
         message = message or exception[1]
-    failed = span.status.code == _ERROR or bool(error_type)
+    failed = status.code == _ERROR or bool(error_type)
     rec: dict[str, Any] = {
         "id": hashlib.sha256(f"otlp:{trace_hex}:{span_hex}".encode()).hexdigest(),
         "session_id": _session(attrs, trace_hex),
@@ -215,6 +216,9 @@ def args_size_bound(attrs: dict[str, AnyValue]) -> int:
 def _string(value: AnyValue | None) -> str:
     if value is None:
         return ""
+    text = value.string_value
+    if text:
+        return text
     kind = value.WhichOneof("value")
     if kind == "string_value":
         return value.string_value
@@ -228,6 +232,8 @@ def _session(attrs: dict[str, AnyValue], trace_hex: str) -> str | int:
         value = attrs.get(name)
         if value is None:
             continue
+        if text := value.string_value:
+            return text
         if value.WhichOneof("value") == "int_value":
             return value.int_value
         if text := _string(value):
