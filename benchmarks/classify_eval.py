@@ -30,9 +30,9 @@ from typing import Any
 import orjson
 
 from binloop.core.classify import CLASSIFIER_VERSION
-from binloop.detection import DetectionParams, detect
-from binloop.schema import RecordLimits, RecordParser, ToolInvocation
-from binloop.window import WindowSpec
+from binloop.core.detection import DetectionParams, detect
+from binloop.core.schema import RecordLimits, RecordParser, ToolInvocation
+from binloop.core.window import WindowSpec
 
 THETAS = (2, 3, 4)
 WINDOWS = ("session", "global")

@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cmd == "loadgen":
         return loadgen(args)
-    from binloop.nats_server import NatsServer
+    from binloop.nats.server import NatsServer
 
     env = {**os.environ, "BINLOOP_LOG_LEVEL": "warning"}
     rows = []

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from binloop.config import Config, load_config
 from binloop.core.classify import (
     CLASSIFIER_VERSION,
     FAILURE_MODE_SETTINGS,
@@ -21,7 +20,8 @@ from binloop.core.classify import (
     classify,
     message_template,
 )
-from binloop.schema import TAXONOMY, RecordLimits, parse_record, validate_record
+from binloop.core.config import Config, load_config
+from binloop.core.schema import TAXONOMY, RecordLimits, parse_record, validate_record
 from pipeline_runner.event_input import check_event
 from tests.engine_runs import (
     engine_config,

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from binloop.commands.detect import detect
-from binloop.config import Config
+from binloop.cli.commands.detect import detect
+from binloop.core.config import Config
+from binloop.core.schema import InvalidRecord
 from binloop.replay import hanzo
-from binloop.schema import InvalidRecord
 
 SESSION_MS = 1764590000000
 
@@ -127,7 +127,8 @@ def test_the_binloop_format_still_rejects_bot_lines(tmp_path: Path) -> None:
     auto = tmp_path / "auto-dead.jsonl"
     summary = detect(Config(input=str(path), engine="reference", out=str(tmp_path / "a.jsonl"),
                             dead_letter=str(auto)))
-    assert summary.valid == 1 and not auto.exists() or auto.read_text() == ""
+    assert summary.valid == 1
+    assert not auto.exists() or auto.read_text() == ""
 
 
 def test_unknown_format_is_a_clear_error() -> None:

@@ -41,10 +41,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace import Status as SpanStatus
 
-from binloop.commands.detect import detect
-from binloop.commands.run import run_live
-from binloop.config import Config
-from binloop.nats_server import NatsServer
+from binloop.cli.commands.detect import detect
+from binloop.cli.commands.run import run_live
+from binloop.core.config import Config
+from binloop.nats.server import NatsServer
 from binloop.receiver.otlp_http import (
     OtlpReceiver,
     ReceiverServer,
@@ -391,7 +391,7 @@ def test_receiver_to_nats_and_the_job_fires(nats_server: NatsServer, tmp_path: P
 
 def test_nats_down_is_503_with_retry_after_and_nothing_lost(nats_server: NatsServer,
                                                            tmp_path: Path) -> None:
-    from binloop.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
+    from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
 
     spec = telemetry_stream_spec("TELEMETRY", "telemetry", 1)
 
@@ -424,3 +424,10 @@ def test_nats_down_is_503_with_retry_after_and_nothing_lost(nats_server: NatsSer
               for line in body.splitlines() if line]
     assert len({r["id"] for r in stored}) == 12
     assert {r["session_id"] for r in stored} == {SESSION, "conv-9"}
+
+
+def test_the_format_names_are_the_registry() -> None:
+    from binloop.core.input_formats import INPUT_FORMATS
+    from binloop.replay.formats import FORMATS
+
+    assert set(INPUT_FORMATS) == {"auto", *FORMATS}

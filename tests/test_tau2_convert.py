@@ -4,7 +4,7 @@ in the file format of tau2-bench's leaderboard submissions."""
 from __future__ import annotations
 
 from benchmarks.tau2_trajectories import label, records_of
-from binloop.schema import validate_record
+from binloop.core.schema import validate_record
 
 SIMULATION = {"simulations": [{"id": "s1", "messages": [
     {"role": "assistant", "content": "", "turn_idx": 4, "tool_calls": [

@@ -38,9 +38,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from binloop.core.schema import RecordParser
 from binloop.receiver.sinks import Sink, SinkUnavailable
 from binloop.replay.otlp import MalformedBody, decode_json, decode_protobuf, map_request
-from binloop.schema import RecordParser
 
 TRACES_PATH: Final = "/v1/traces"
 PROTOBUF: Final = "application/x-protobuf"

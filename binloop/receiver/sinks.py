@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from binloop.publish import Message, envelope_message, publish_messages
+from binloop.nats.publish import Message, envelope_message, publish_messages
 
 DEFAULT_ENVELOPE: Final = 512
 

@@ -2,7 +2,7 @@
 
 A mapper turns one raw line (with its file name and line number, which some formats
 need for the session and a stable id) into a record dict, or into a list of them (an
-OTLP export holds many spans), before binloop's own validation (`binloop.schema`, where
+OTLP export holds many spans), before binloop's own validation (`binloop.core.schema`, where
 a missing failure mode is inferred), or raises `InvalidRecord` with the reason (a dead
 letter for the line). `binloop` is the record itself (no mapper).
 
@@ -28,15 +28,19 @@ from typing import Any, Final
 
 import orjson
 
+from binloop.core.input_formats import (
+    AUTO,
+    BINLOOP,
+    HANZO,
+    INPUT_FORMATS,
+    OTLP_JSON,
+    parse_format,
+)
+from binloop.core.schema import InvalidRecord
 from binloop.replay import hanzo, otlp
-from binloop.schema import InvalidRecord
 
 LineMapper = Callable[[bytes, str, int], dict[str, Any] | list[dict[str, Any]]]
 
-AUTO: Final = "auto"
-BINLOOP: Final = "binloop"
-OTLP_JSON: Final = "otlp-json"
-HANZO: Final = "hanzo"
 
 
 def _otlp_line(raw: bytes, source: str, line: int) -> list[dict[str, Any]]:
@@ -53,16 +57,10 @@ FORMATS: Final[dict[str, LineMapper | None]] = {
     OTLP_JSON: _otlp_line,
 }
 DEFAULT_FORMAT: Final = AUTO
-CHOICES: Final = (AUTO, *FORMATS)
+CHOICES: Final = INPUT_FORMATS
 _SNIFF_BYTES: Final = 1 << 20
 # An export line can be megabytes long: its first key tells, without parsing it.
 _OTLP_START: Final = re.compile(rb'\s*(?:\xef\xbb\xbf)?\s*\{\s*"resource_?[sS]pans"\s*:')
-
-
-def parse_format(text: str) -> str:
-    if text not in CHOICES:
-        raise ValueError(f"unknown input format {text!r} (one of {', '.join(CHOICES)})")
-    return text
 
 
 def mapper(name: str) -> LineMapper | None:
@@ -121,3 +119,7 @@ def sniff_file(path: str, name: str = AUTO) -> str:
     except (OSError, EOFError):
         return BINLOOP  # the reader reports the damage
     return resolve(AUTO, head.split(b"\n")) or BINLOOP
+
+
+__all__ = ["AUTO", "BINLOOP", "CHOICES", "FORMATS", "HANZO", "OTLP_JSON", "LineMapper",
+           "mapped", "mapper", "parse_format", "resolve", "sniff_file", "sniff_line"]

@@ -46,7 +46,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from binloop.schema import STRING_FIELD_MAX_CHARS, InvalidRecord, RecordParser
+from binloop.core.schema import STRING_FIELD_MAX_CHARS, InvalidRecord, RecordParser
 
 TOOL_OPERATION: Final = "execute_tool"
 _NAME_PREFIX: Final = "execute_tool "
