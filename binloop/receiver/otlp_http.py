@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import sys
 import threading
 import zlib
 from dataclasses import dataclass, field, fields
@@ -286,6 +287,10 @@ class ReceiverServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], receiver: OtlpReceiver) -> None:
         self.receiver = receiver
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that resets or times out mid-request: one line, not a traceback.
+        log.info("connection from %s ended: %s", client_address[0], sys.exc_info()[1])
 
     @property
     def url(self) -> str:
