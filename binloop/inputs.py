@@ -40,6 +40,11 @@ class RawChunk:
     items: list[RawItem]
     # The seq this reader started at (> 0 after a resume from recovery).
     start_seq: int = 0
+    # Adopting a live stream that holds telemetry stored before it was partitioned
+    # (flows.nats_source): a chunk is applied only after the backlog of partition
+    # `waits_for`, which a chunk of that partition with `releases` ends.
+    waits_for: str | None = None
+    releases: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from nats.js.api import (
 )
 from nats.js.errors import BadRequestError, NotFoundError
 
-from binloop.subjects import partition_prefix, partition_transform
+from binloop.subjects import partition_prefix, partition_transform, unpartitioned_backlog
 
 log = logging.getLogger("binloop.nats")
 
@@ -160,3 +160,21 @@ def stream_partitions(info: StreamInfo) -> int | None:
     transform = info.config.subject_transform
     match = _PARTITION_DEST.match(transform.dest or "") if transform is not None else None
     return int(match.group("n")) if match else None
+
+
+async def backlog_end(js: JetStreamContext, stream: str, prefix: str) -> int | None:
+    """The stream sequence of the last record stored *before* the partition transform
+    was added (on `{prefix}.<session>.<tool>`, read by partition 0), or None when
+    the stream has no such backlog or no transform.
+
+    Once the transform is in place the server stores nothing more under that subject
+    shape, so the answer is fixed (it only shrinks when the stream's limits drop old
+    messages), the same for every process that asks."""
+    info = await js.stream_info(stream)
+    if stream_partitions(info) is None:
+        return None
+    try:
+        last = await js.get_last_msg(stream, unpartitioned_backlog(prefix))
+    except NotFoundError:
+        return None
+    return int(last.seq) if last.seq is not None else None
