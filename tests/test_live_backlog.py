@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,7 @@ class _HeldBack(StatefulSourcePartition[SourceItem, NatsPosition]):
         self.opened_by_gate: bool | None = None
 
     @override
-    def next_batch(self) -> list[SourceItem]:
+    def next_batch(self) -> Iterable[SourceItem]:
         if stop_requested.is_set():
             raise StopIteration
         if self.opened_by_gate is None:

@@ -4,6 +4,7 @@ after the chunk that releases it, in their order, also across a snapshot."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterable
 from typing import Any
 
 from binloop.detection import DetectionParams
@@ -21,7 +22,7 @@ def chunk(partition: str, seq: int, records: list[ToolInvocation],
     return ShardChunk(partition, seq, records, 0, max_ts, waits_for, releases)
 
 
-def events(out: list[Any]) -> list[Any]:
+def events(out: Iterable[Any]) -> list[Any]:
     return [o for o in out if isinstance(o, dict)]
 
 
