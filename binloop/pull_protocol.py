@@ -139,14 +139,21 @@ class PullTracker:
         out.messages += 1
         out.first_seq = out.first_seq or sseq
         out.last_seq = sseq
-        if batch is None:
+        if not data.strip():
+            # A file's blank line is no record; a message is meant to be one (or an
+            # envelope of some): an empty one is a publisher's bug, to be seen.
+            what = "message" if batch is None else f"{BATCH_HEADER} envelope"
+            out.rejects.append(self._reject(data, f"empty {what}: no record", sseq))
+        elif batch is None:
             out.items.append(data)
         elif batch.strip().lower() == BATCH_JSONL:
             out.items.extend(split_envelope(data))
         else:
-            out.rejects.append(DeadLetter(
-                raw_text(data), f"unknown {BATCH_HEADER} encoding {batch!r:.40} "
-                f"(expected {BATCH_JSONL!r})", f"nats:{self.stream}", f"stream seq {sseq}"))
+            out.rejects.append(self._reject(data, f"unknown {BATCH_HEADER} encoding "
+                                            f"{batch!r:.40} (expected {BATCH_JSONL!r})", sseq))
+
+    def _reject(self, data: bytes, reason: str, sseq: int) -> DeadLetter:
+        return DeadLetter(raw_text(data), reason, f"nats:{self.stream}", f"stream seq {sseq}")
 
     def status(self, status: str | None, description: str, pending_messages: int) -> bool:
         """Heartbeats keep us alive; a request that ended early returns its credit;
