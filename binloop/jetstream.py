@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats
+import nats.errors
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -93,6 +94,15 @@ async def connect(url: str, name: str, connect_timeout_s: float = 30.0,
         raise ConnectionError(f"cannot connect to NATS at {redact_url(url)} within "
                               f"{connect_timeout_s:g}s ({exc or 'timed out'})") from None
     return nc
+
+
+async def close_quietly(nc: NATS, timeout_s: float = 5.0) -> None:
+    """Close a connection without letting a dead server's error (or a hang) mask what
+    the caller is reporting."""
+    try:
+        await asyncio.wait_for(nc.close(), timeout_s)
+    except (asyncio.TimeoutError, nats.errors.Error, OSError) as exc:
+        log.debug("closing the NATS connection: %s", exc)
 
 
 def redact_url(url: str) -> str:

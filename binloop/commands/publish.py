@@ -26,20 +26,32 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+# sysexits EX_TEMPFAIL: NATS was unreachable; publishing the same file again is safe.
+NOT_STORED_EXIT = 75
+
+
 def run(args: argparse.Namespace) -> int:
+    from binloop.cli import report_error
+    from binloop.publish import NotStored
+
     config = load_config(args)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
-    stats = asyncio.run(publish_file(config, args.file, args.rate, args.batch))
+    try:
+        stats = asyncio.run(publish_file(config, args.file, args.rate, args.batch))
+    except (NotStored, ConnectionError) as exc:
+        report_error("publish", exc)
+        return NOT_STORED_EXIT
     rate = stats.records / stats.elapsed_s if stats.elapsed_s else 0.0
     print(f"published {stats.records:,} records in {stats.messages:,} messages "
-          f"({stats.duplicates:,} already stored) in {stats.elapsed_s:.2f}s, "
+          f"({stats.duplicates:,} already stored, {stats.retries:,} sent again) in "
+          f"{stats.elapsed_s:.2f}s, "
           f"{rate:,.0f} records/s", file=sys.stderr)
     return 0
 
 
 async def publish_file(config: Config, path: str, rate: float | None, batch: int) -> Any:
-    from binloop.jetstream import connect, ensure_telemetry_stream
+    from binloop.jetstream import close_quietly, connect, ensure_telemetry_stream
     from binloop.publish import messages, publish_messages, read_lines
     from flows.live import source_settings
 
@@ -49,6 +61,7 @@ async def publish_file(config: Config, path: str, rate: float | None, batch: int
         js = nc.jetstream(timeout=10.0)
         await ensure_telemetry_stream(js, settings.stream, config.manage_stream)
         return await publish_messages(js, messages(read_lines(path), batch,
-                                                   config.subject_prefix), rate)
+                                                   config.subject_prefix), rate,
+                                      deadline_s=config.publish_deadline / 1000)
     finally:
-        await nc.close()
+        await close_quietly(nc)
