@@ -31,6 +31,10 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 import orjson
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import DEFAULT_PREFIX, StatusCode
+from nats.js.errors import APIError
 
 log = logging.getLogger("binloop.nats")
 
@@ -42,22 +46,11 @@ READ_BYTES: Final = 1 << 20
 READ_MAX: Final = 8 << 20
 _CRLF: Final = b"\r\n"
 _STATUS_LINE: Final = b"NATS/1.0 "
+_NO_RESPONDERS: Final = _STATUS_LINE + StatusCode.SERVICE_UNAVAILABLE.value.encode()
 
 
 class Unsupported(ConnectionError):
     """The server or URL needs something this client does not do (TLS, NKeys...)."""
-
-
-class NoResponders(ConnectionError):
-    """Nobody answers on a request's subject (e.g. JetStream is not enabled)."""
-
-
-class JetStreamError(RuntimeError):
-    """A JetStream API call answered with an error."""
-
-    def __init__(self, code: int, err_code: int, description: str) -> None:
-        super().__init__(f"{description} (status {code}, error {err_code})")
-        self.code, self.err_code = code, err_code
 
 
 @dataclass(frozen=True)
@@ -374,8 +367,8 @@ class WireConnection:
     # -- request / reply -------------------------------------------------------------------
 
     def request(self, subject: str, payload: bytes, timeout_s: float) -> WireMsg:
-        """Publish and wait for the first reply (raises TimeoutError, NoResponders, or
-        ConnectionError when not connected)."""
+        """Publish and wait for the first reply; raises nats-py's errors (`TimeoutError`,
+        `NoRespondersError`), or ConnectionError when not connected."""
         if self._sock is None:
             self.pump()
             if self._sock is None:
@@ -392,13 +385,13 @@ class WireConnection:
                     raise ConnectionError("NATS connection lost during a request")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"no reply on {subject} within {timeout_s:g}s")
+                    raise NatsTimeoutError
                 select.select([self._sock], [], [], min(remaining, 0.05))
         finally:
             self.unsubscribe(sub)
         reply = sub.pending[0]
-        if not reply[2] and reply[1].startswith(_STATUS_LINE + b"503"):
-            raise NoResponders(f"no responders on {subject}")
+        if not reply[2] and reply[1].startswith(_NO_RESPONDERS):
+            raise NoRespondersError
         return reply
 
 
@@ -454,18 +447,18 @@ def parse_headers(block: bytes) -> tuple[str | None, str, dict[str, str]]:
 
 def js_api(conn: WireConnection, subject: str, body: dict[str, Any] | None,
            timeout_s: float = 2.0) -> dict[str, Any]:
-    """A JetStream API call (`$JS.API.<...>`); raises JetStreamError on an error reply."""
+    """A JetStream API call (`$JS.API.<...>`); an error reply raises nats-py's error
+    for it (`nats.js.errors.APIError` or its subclass, e.g. `NotFoundError`)."""
     _, _, data = conn.request(subject, orjson.dumps(body) if body is not None else b"",
                               timeout_s)
     answer: dict[str, Any] = orjson.loads(data)
     error = answer.get("error")
     if error:
-        raise JetStreamError(int(error.get("code", 0)), int(error.get("err_code", 0)),
-                             str(error.get("description", "JetStream error")))
+        APIError.from_error(error)  # raises
     return answer
 
 
-def stream_last_seq(conn: WireConnection, stream: str, api: str = "$JS.API") -> int:
+def stream_last_seq(conn: WireConnection, stream: str, api: str = DEFAULT_PREFIX) -> int:
     info = js_api(conn, f"{api}.STREAM.INFO.{stream}", None)
     return int(info["state"]["last_seq"])
 

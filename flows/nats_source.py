@@ -28,7 +28,6 @@ new message for that long and the partition has read everything.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -38,13 +37,14 @@ from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
+from nats.js import JetStreamContext
 from typing_extensions import override
 
 from binloop.inputs import RawChunk
-from binloop.jetstream import StreamSpec, backlog_end, connect, ensure_telemetry_stream
+from binloop.jetstream import StreamSpec, backlog_end, ensure_telemetry_stream
 from binloop.metrics import PartitionMetrics
 from binloop.nats_consumer import Delivery, OrderedConsumer, PullSettings
-from binloop.nats_link import acquire_link, release_link
+from binloop.nats_link import NatsLink, acquire_link, release_link
 from binloop.nats_wire import Unsupported, acquire_wire, release_wire, stream_last_seq
 from binloop.schema import DeadLetter
 from binloop.subjects import partition_filters
@@ -162,7 +162,8 @@ class _AsyncReader(_Reader):
         self._link = acquire_link(settings.url, "binloop-source", settings.connect_timeout_s)
         self.consumer = OrderedConsumer(self._link.nc, self._link.js, settings.stream.name,
                                          filters, 0, name,
-                                         PullSettings(heartbeat_s=settings.heartbeat_s))
+                                         PullSettings(heartbeat_s=settings.heartbeat_s),
+                                         self._link.api_prefix)
 
     def poll(self, budget: int) -> Delivery:
         return self._link.run(self.consumer.poll(budget, 0.0))
@@ -334,20 +335,17 @@ class NatsTelemetrySource(FixedPartitionedSource[SourceItem, NatsPosition]):
         """The stream's partitions, creating or partitioning the stream when needed."""
         with self._lock:
             if self._partitions is None:
-                self._partitions, backlog = asyncio.run(self._setup())
+                settings = self.settings
+                with NatsLink(settings.url, "binloop-setup", settings.connect_timeout_s) as link:
+                    self._partitions, backlog = link.run(self._setup(link.js))
                 self._order = BacklogOrder(self._part_name(0), backlog)
             return self._partitions
 
-    async def _setup(self) -> tuple[int, int | None]:
-        nc = await connect(self.settings.url, "binloop-setup", self.settings.connect_timeout_s)
-        try:
-            js = nc.jetstream()
-            partitions = await ensure_telemetry_stream(js, self.settings.stream,
-                                                       self.settings.manage_stream)
-            return partitions, await backlog_end(js, self.settings.stream.name,
-                                                 self.settings.prefix)
-        finally:
-            await nc.close()
+    async def _setup(self, js: JetStreamContext) -> tuple[int, int | None]:
+        partitions = await ensure_telemetry_stream(js, self.settings.stream,
+                                                   self.settings.manage_stream)
+        return partitions, await backlog_end(js, self.settings.stream.name,
+                                             self.settings.prefix)
 
     def _part_name(self, index: int) -> str:
         return f"{self.settings.stream.name}/{index}"

@@ -66,10 +66,14 @@ def test_an_empty_message_is_a_reject_not_a_blank_line() -> None:
 
 
 def test_consumer_config_starts_after_the_position() -> None:
-    config = tracker(position=41).consumer_config(["a.>", "b.>"])
+    config = tracker(position=41).consumer_config(["a.>", "b.>"]).as_dict()
     assert config["opt_start_seq"] == 42 and config["filter_subjects"] == ["a.>", "b.>"]
     assert "filter_subject" not in config
-    assert tracker().consumer_config(["a.>"])["filter_subject"] == "a.>"
+    assert tracker().consumer_config(["a.>"]).as_dict()["filter_subject"] == "a.>"
+    # The API form, through nats-py's own enums: what the wire reader sends.
+    assert orjson.loads(orjson.dumps(config))["deliver_policy"] == "by_start_sequence"
+    assert (config["ack_policy"], config["replay_policy"]) == ("none", "instant")
+    assert config["inactive_threshold"] == 30_000_000_000
 
 
 def test_stale_after_a_reconnect_or_three_silent_heartbeats() -> None:

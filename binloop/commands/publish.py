@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
@@ -38,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
     try:
-        stats = asyncio.run(publish_file(config, args.file, args.rate, args.batch))
+        stats = publish_file(config, args.file, args.rate, args.batch)
     except (NotStored, ConnectionError) as exc:
         report_error("publish", exc)
         return NOT_STORED_EXIT
@@ -50,18 +49,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def publish_file(config: Config, path: str, rate: float | None, batch: int) -> Any:
-    from binloop.jetstream import close_quietly, connect, ensure_telemetry_stream
+def publish_file(config: Config, path: str, rate: float | None, batch: int) -> Any:
+    from binloop.jetstream import ensure_telemetry_stream
+    from binloop.nats_link import NatsLink
     from binloop.publish import messages, publish_messages, read_lines
     from flows.live import source_settings
 
     settings = source_settings(config)
-    nc = await connect(config.nats or "", "binloop-publish", settings.connect_timeout_s)
-    try:
-        js = nc.jetstream(timeout=10.0)
+
+    async def publish(link: NatsLink) -> Any:
+        js = link.nc.jetstream(timeout=10.0)
         await ensure_telemetry_stream(js, settings.stream, config.manage_stream)
         return await publish_messages(js, messages(read_lines(path), batch,
                                                    config.subject_prefix), rate,
                                       deadline_s=config.publish_deadline / 1000)
-    finally:
-        await close_quietly(nc)
+
+    with NatsLink(config.nats or "", "binloop-publish", settings.connect_timeout_s) as link:
+        return link.run(publish(link), None)  # bounded by the publish deadline
