@@ -19,14 +19,15 @@ from bytewax.inputs import StatefulSourcePartition
 from bytewax.testing import cluster_main
 from typing_extensions import override
 
-from binloop.commands.run import run_live
-from binloop.config import Config
-from binloop.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
-from binloop.nats_server import NatsServer
-from binloop.publish import messages, publish_messages
-from binloop.summary import RunSummary
+from binloop.cli.commands.run import run_live
+from binloop.core.config import Config
+from binloop.core.summary import RunSummary
+from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
+from binloop.nats.publish import messages, publish_messages
+from binloop.nats.server import NatsServer
+from binloop.ops.shutdown import stop_requested
 from flows.live import build_flow, source_settings
-from flows.nats_source import NatsPosition, NatsTelemetrySource, SourceItem, stop_requested
+from flows.nats_source import NatsPosition, NatsTelemetrySource, SourceItem
 from tests.nats_fixtures import live_config, stream_messages, telemetry
 from tests.test_live_nats import assert_same_events, events_in, reference
 

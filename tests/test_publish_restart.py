@@ -16,9 +16,9 @@ import orjson
 import pytest
 from nats.js.errors import NotFoundError
 
-from binloop.jetstream import connect
-from binloop.nats_server import NatsServer
-from binloop.subjects import MSG_ID_HEADER
+from binloop.nats.jetstream import connect
+from binloop.nats.server import NatsServer
+from binloop.nats.subjects import MSG_ID_HEADER
 from tests.nats_fixtures import stream_messages, telemetry, write_lines
 
 pytestmark = pytest.mark.slow
@@ -60,7 +60,7 @@ def stored_ids(url: str) -> list[str]:
 
 
 def ids_of(lines: list[bytes]) -> list[str]:
-    from binloop.publish import record_message
+    from binloop.nats.publish import record_message
 
     return [record_message(line).headers[MSG_ID_HEADER] for line in lines]
 

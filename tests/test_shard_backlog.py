@@ -7,9 +7,9 @@ import pickle
 from collections.abc import Iterable
 from typing import Any
 
-from binloop.detection import DetectionParams
-from binloop.schema import ToolInvocation
-from binloop.window import WindowSpec
+from binloop.core.detection import DetectionParams
+from binloop.core.schema import ToolInvocation
+from binloop.core.window import WindowSpec
 from flows.operators import DetectShard, ShardChunk
 from tests.helpers import rec
 

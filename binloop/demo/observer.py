@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from nats.js.errors import NotFoundError
 
-from binloop.nats_link import NatsLink
+from binloop.nats.link import NatsLink
 
 SUBJECTS = ("telemetry.>", "bin.events.>", "bin.control.>", "bin.registry.updated",
             "bin.builds.>")
