@@ -26,6 +26,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -316,42 +317,8 @@ class WireConnection:
 
     def _dispatch(self) -> None:
         """Cut the buffer into frames; an incomplete last frame stays in the buffer."""
-        buf = self._buf
-        end = len(buf)
-        pos = 0
-        subs = self._subs
-        while pos < end:
-            eol = buf.find(_CRLF, pos)
-            if eol < 0:
-                break
-            op = buf[pos]
-            if op == 72:  # HMSG <subject> <sid> [reply] <header bytes> <total bytes>
-                args = buf[pos + 5:eol].split()
-                body = eol + 2
-                stop = body + int(args[-1])
-                if stop + 2 > end:
-                    break
-                sub = subs.get(int(args[1]))
-                if sub is not None:
-                    split = body + int(args[-2])
-                    sub.pending.append((args[2] if len(args) == 5 else b"", buf[body:split],
-                                        buf[split:stop]))
-                pos = stop + 2
-            elif op == 77:  # MSG <subject> <sid> [reply] <bytes>
-                args = buf[pos + 4:eol].split()
-                body = eol + 2
-                stop = body + int(args[-1])
-                if stop + 2 > end:
-                    break
-                sub = subs.get(int(args[1]))
-                if sub is not None:
-                    sub.pending.append((args[2] if len(args) == 4 else b"", b"",
-                                        buf[body:stop]))
-                pos = stop + 2
-            else:
-                self._control(buf[pos:eol])
-                pos = eol + 2
-        self._buf = buf[pos:] if pos else buf
+        used = cut_frames(self._buf, self._subs, self._control)
+        self._buf = self._buf[used:] if used else self._buf
 
     def _control(self, line: bytes) -> None:
         if line == b"PING":
@@ -393,6 +360,47 @@ class WireConnection:
         if not reply[2] and reply[1].startswith(_NO_RESPONDERS):
             raise NoRespondersError
         return reply
+
+
+def cut_frames(buf: bytes, subs: dict[int, Subscription],
+               control: Callable[[bytes], None]) -> int:
+    """Hand the complete frames at the start of `buf` to their subscriptions (MSG and
+    HMSG; a message of an unknown sid is dropped) and every other protocol line to
+    `control`; returns the bytes used. What follows them, an incomplete frame, is
+    left for the next read to complete, wherever the socket happened to cut it."""
+    end = len(buf)
+    pos = 0
+    while pos < end:
+        eol = buf.find(_CRLF, pos)
+        if eol < 0:
+            break
+        op = buf[pos]
+        if op == 72:  # HMSG <subject> <sid> [reply] <header bytes> <total bytes>
+            args = buf[pos + 5:eol].split()
+            body = eol + 2
+            stop = body + int(args[-1])
+            if stop + 2 > end:
+                break
+            sub = subs.get(int(args[1]))
+            if sub is not None:
+                split = body + int(args[-2])
+                sub.pending.append((args[2] if len(args) == 5 else b"", buf[body:split],
+                                    buf[split:stop]))
+            pos = stop + 2
+        elif op == 77:  # MSG <subject> <sid> [reply] <bytes>
+            args = buf[pos + 4:eol].split()
+            body = eol + 2
+            stop = body + int(args[-1])
+            if stop + 2 > end:
+                break
+            sub = subs.get(int(args[1]))
+            if sub is not None:
+                sub.pending.append((args[2] if len(args) == 4 else b"", b"", buf[body:stop]))
+            pos = stop + 2
+        else:
+            control(buf[pos:eol])
+            pos = eol + 2
+    return pos
 
 
 class _LineReader:
