@@ -119,3 +119,23 @@ def test_publish_gives_up_after_the_deadline_naming_the_first_record_not_stored(
     assert set(ids[:first_missing - 1]) <= stored  # nothing before it is lost
     assert ids[first_missing - 1] not in stored
     assert orjson.loads(lines[first_missing - 1])["ts"] > 0
+
+
+def test_a_message_the_server_cannot_take_is_not_retried(nats_server: NatsServer,
+                                                         tmp_path: Path) -> None:
+    """Over the server's max_payload (16 MiB here): refused at once, exit 75, named."""
+    lines = telemetry(10, seed=15)
+    huge = orjson.dumps({"session_id": 1, "ts": 1_700_000_000_000, "tool": "big",
+                         "outcome": "failure", "args": {"blob": "x" * (17 << 20)}})
+    source = write_lines(tmp_path / "telemetry.jsonl", [*lines, huge, *lines[:2]])
+    log = tmp_path / "publish.log"
+    started = time.monotonic()
+    publisher = start_publish(nats_server.url, source, log)
+    assert publisher.wait(60) == 75
+    assert time.monotonic() - started < 20  # not retried until the deadline
+    errors = [line for line in log.read_text().splitlines()
+              if line.startswith("binloop publish:")]
+    assert len(errors) == 1 and errors[0].startswith("binloop publish: error: record 11 "), \
+        errors
+    assert "larger than the server's max_payload" in errors[0]
+    assert sorted(stored_ids(nats_server.url)) == sorted(ids_of(lines))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import orjson
 from nats.errors import Error as NatsError
+from nats.errors import MaxPayloadError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
@@ -228,6 +229,8 @@ def _failed(exc: BaseException) -> asyncio.Future[PubAck]:
 def _refused(exc: BaseException) -> bool:
     """The stream answered and will not store it (too large, wrong stream...): sending
     it again cannot help. 503 is JetStream not ready yet (a restart)."""
+    if isinstance(exc, MaxPayloadError):
+        return True
     return isinstance(exc, APIError) and exc.code not in (None, 503)
 
 
@@ -236,6 +239,8 @@ def _reason(exc: BaseException) -> str:
         return "no acknowledgement (NATS unreachable or restarting)"
     if isinstance(exc, NoStreamResponseError):
         return "no stream answered (JetStream down or restarting)"
+    if isinstance(exc, MaxPayloadError):
+        return "larger than the server's max_payload"
     if isinstance(exc, APIError):
         return f"the stream refused it: {exc.description or exc}"
     return f"{type(exc).__name__}: {exc}".rstrip(": ")
