@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 import orjson
 from nats.errors import Error as NatsError
@@ -182,15 +183,18 @@ class _Publisher:
     async def settle(self, keep: int = 0) -> None:
         """Wait for acknowledgements until at most `keep` messages are in flight."""
         while len(self.inflight) > keep:
-            oldest = self.inflight[0]
-            assert oldest.ack is not None
-            try:
-                ack = await asyncio.wait_for(asyncio.shield(oldest.ack), self.ack_timeout_s)
-            except (NatsError, OSError, asyncio.TimeoutError) as exc:
-                await self._resend_from_oldest(exc)
-                continue
-            self.inflight.popleft()
-            self.stats.duplicates += ack.duplicate or 0
+            oldest = islice(self.inflight, len(self.inflight) - keep)
+            await asyncio.wait([s.ack for s in oldest if s.ack is not None],
+                               timeout=self.ack_timeout_s)
+            while len(self.inflight) > keep:
+                ack = self.inflight[0].ack
+                assert ack is not None
+                error = _failure(ack)
+                if error is not None:
+                    await self._resend_from_oldest(error)
+                    break
+                self.inflight.popleft()
+                self.stats.duplicates += ack.result().duplicate or 0
 
     async def _resend_from_oldest(self, first_error: BaseException) -> None:
         """Send the messages in flight again, in order, each until it is stored."""
@@ -218,6 +222,13 @@ class _Publisher:
                     continue
                 self.stats.duplicates += ack.duplicate or 0
                 break
+
+
+def _failure(ack: asyncio.Future[PubAck]) -> BaseException | None:
+    """Why an acknowledgement is not (yet) a success; None when it is one."""
+    if not ack.done() or ack.cancelled():
+        return asyncio.TimeoutError()
+    return ack.exception()
 
 
 def _failed(exc: BaseException) -> asyncio.Future[PubAck]:
