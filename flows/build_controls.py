@@ -74,7 +74,8 @@ class _ControlPartition(StatefulSourcePartition[Control, int]):
         self._link.run(ensure_stream(self._link.js, settings.stream, settings.manage_stream))
         filters = [f"{settings.prefix}.result.>", f"{settings.prefix}.rearm.>"]
         self._consumer = OrderedConsumer(self._link.nc, self._link.js, settings.stream.name,
-                                         filters, resume or 0, "build-controls")
+                                         filters, resume or 0, "build-controls",
+                                         api_prefix=self._link.api_prefix)
         self._quiet_since = time.monotonic()
         self._progress: object = None
         self._awake: datetime | None = None

@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from binloop.core.config import default
-from binloop.nats.bridge import NatsBridge
+from binloop.nats.link import NatsLink
 from binloop.nats.subjects import subject_token
 
 log = logging.getLogger("binloop.agent")
@@ -117,11 +117,11 @@ class ControlChannel:
         self.subject = f"{prefix}.{subject_token(session_id)}"
         self.registry_subject = registry_subject
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="binloop-agent-control")
-        self.bridge = NatsBridge(nats_url, "binloop-agent", connect_timeout_s)
-        self.bridge.run(self._subscribe())
+        self.link = NatsLink(nats_url, "binloop-agent", connect_timeout_s)
+        self.link.run(self._subscribe())
 
     async def _subscribe(self) -> None:
-        nc = self.bridge.nc
+        nc = self.link.nc
         await nc.subscribe(f"{self.subject}.pause", cb=self._on_pause)
         await nc.subscribe(f"{self.subject}.resume", cb=self._on_resume)
         await nc.subscribe(self.registry_subject, cb=self._on_registry)
@@ -154,5 +154,5 @@ class ControlChannel:
         await self._handle(self.handlers.on_registry_updated, msg.data)
 
     def close(self) -> None:
-        self.bridge.close()
+        self.link.close()
         self._worker.shutdown(wait=False, cancel_futures=True)

@@ -371,6 +371,12 @@ class Config:
     duplicate_window: int = setting(120_000, "a new telemetry stream drops a message whose "
                                     "Nats-Msg-Id it stored this recently", groups=NATS,
                                     parse=parse_duration_ms, show=_show_duration, metavar="DUR")
+    publish_deadline: int = setting(60_000, "binloop publish retries a message the stream has "
+                                    "not stored (NATS down or restarting) for this long "
+                                    "after its first send, then exits 75 naming it (keep it "
+                                    "below the duplicate window)", groups=("publish",),
+                                    parse=parse_duration_ms, show=_show_duration,
+                                    metavar="DUR")
     manage_stream: bool = setting(True, "create missing streams and add the partition "
                                   "transform to an existing telemetry stream",
                                   groups=NATS, parse=parse_bool)

@@ -9,7 +9,6 @@ are pending), the last BINEvents, and what the job publishes to its status bucke
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from dataclasses import dataclass
@@ -23,7 +22,8 @@ from nats.js.api import DEFAULT_PREFIX, ConsumerInfo, StreamInfo
 from nats.js.errors import NotFoundError
 
 from binloop.core.config import default
-from binloop.nats.jetstream import connect, redact_url, stream_partitions
+from binloop.nats.jetstream import redact_url, stream_partitions
+from binloop.nats.link import NatsLink
 from binloop.nats.subjects import partition_prefix
 from binloop.ops.job_status import read_job_status
 
@@ -41,26 +41,22 @@ class StatusQuery:
 
 
 def gather(query: StatusQuery) -> dict[str, Any]:
-    return asyncio.run(_gather(query))
+    with NatsLink(query.url, "binloop-status", query.connect_timeout_s) as link:
+        return link.run(_gather(link.nc, link.js, query), 60.0)
 
 
-async def _gather(query: StatusQuery) -> dict[str, Any]:
-    nc = await connect(query.url, "binloop-status", query.connect_timeout_s)
-    try:
-        js = nc.jetstream(timeout=5.0)
-        telemetry = await _stream(nc, js, query.stream)
-        if telemetry["exists"]:
-            telemetry["consumers"] = await _partition_consumers(js, query)
-        events = await _stream(nc, js, query.events_stream)
-        if events["exists"]:
-            events["last"] = await _last_events(js, query.events_stream, events,
-                                                query.last_events)
-        job = await read_job_status(js, query.bucket, query.job)
-        return {"nats": redact_url(query.url), "checked": time.time(), "telemetry": telemetry,
-                "events": events, "job": {"name": query.job, "bucket": query.bucket,
-                                          "published": job}}
-    finally:
-        await nc.close()
+async def _gather(nc: NATS, js: JetStreamContext, query: StatusQuery) -> dict[str, Any]:
+    telemetry = await _stream(nc, js, query.stream)
+    if telemetry["exists"]:
+        telemetry["consumers"] = await _partition_consumers(js, query)
+    events = await _stream(nc, js, query.events_stream)
+    if events["exists"]:
+        events["last"] = await _last_events(js, query.events_stream, events,
+                                            query.last_events)
+    job = await read_job_status(js, query.bucket, query.job)
+    return {"nats": redact_url(query.url), "checked": time.time(), "telemetry": telemetry,
+            "events": events, "job": {"name": query.job, "bucket": query.bucket,
+                                      "published": job}}
 
 
 async def _stream(nc: NATS, js: JetStreamContext, name: str) -> dict[str, Any]:

@@ -42,6 +42,11 @@ class RawChunk:
     start_seq: int = 0
     # How the lines are written (`binloop.replay.formats`); mapped in the parse step.
     input_format: str = "binloop"
+    # Adopting a live stream that holds telemetry stored before it was partitioned
+    # (flows.nats_source): a chunk is applied only after the backlog of partition
+    # `waits_for`, which a chunk of that partition with `releases` ends.
+    waits_for: str | None = None
+    releases: bool = False
 
 
 @dataclass(frozen=True, slots=True)
