@@ -28,6 +28,10 @@ DEFAULT_MAX_FUTURE_SKEW_MS: Final = 24 * 3600 * 1000
 # A record line longer than this is rejected before parsing (a 10 MB payload must not
 # be materialised as a Python object graph).
 LINE_MAX_BYTES: Final = 1 << 20
+# `--ts-unit auto`: a ts below this is in seconds (10^11 ms is March 1973; 10^11 s is
+# the year 5138), so it is converted to milliseconds.
+SECONDS_BELOW: Final = 10**11
+TS_UNITS: Final = ("auto", "ms", "s")
 
 # Valid failure modes already seen, per taxonomy: {as written: normalised}.
 _VALID_MODES: dict[frozenset[str], dict[str, str]] = {}
@@ -82,6 +86,9 @@ class RecordLimits:
     args_max_bytes: int = DEFAULT_ARGS_MAX_BYTES
     max_future_skew_ms: int | None = DEFAULT_MAX_FUTURE_SKEW_MS
     taxonomy: frozenset[str] = TAXONOMY
+    # `ms`: ts is unix milliseconds; `s`: unix seconds (converted); `auto`: seconds
+    # when below SECONDS_BELOW, else milliseconds.
+    ts_unit: str = "auto"
 
 
 DEFAULT_LIMITS: Final = RecordLimits()
@@ -126,12 +133,14 @@ class RecordParser:
     against a fresh clock.
     """
 
-    __slots__ = ("_future", "_modes", "limits")
+    __slots__ = ("_floor", "_future", "_modes", "limits", "ts_converted")
 
     def __init__(self, limits: RecordLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
         self._future = _future_bound(limits.max_future_skew_ms)
+        self._floor = ts_floor(limits.ts_unit)
         self._modes = _mode_cache(limits.taxonomy)
+        self.ts_converted = 0  # records whose ts was converted from seconds
 
     def parse(self, raw: bytes | str) -> ToolInvocation:
         size = len(raw)
@@ -143,25 +152,38 @@ class RecordParser:
             raise InvalidRecord(f"not JSON: {exc}") from None
         if not isinstance(obj, dict):
             raise InvalidRecord(f"not a JSON object but {type(obj).__name__}")
-        if size <= self.limits.args_max_bytes and _is_normal(obj, self._future, self._modes):
+        if size <= self.limits.args_max_bytes and _is_normal(obj, self._future, self._modes,
+                                                             self._floor):
             return obj  # type: ignore[return-value]
-        return _normalise(obj, self.limits, size)
+        return self._counted(obj, _normalise(obj, self.limits, size))
 
     def validate(self, obj: dict[str, Any], encoded_size: int | None = None) -> ToolInvocation:
         if (encoded_size is not None and encoded_size <= self.limits.args_max_bytes
-                and _is_normal(obj, self._future, self._modes)):
+                and _is_normal(obj, self._future, self._modes, self._floor)):
             return obj  # type: ignore[return-value]
-        return _normalise(obj, self.limits, encoded_size)
+        return self._counted(obj, _normalise(obj, self.limits, encoded_size))
+
+    def _counted(self, obj: dict[str, Any], rec: ToolInvocation) -> ToolInvocation:
+        if rec["ts"] != obj.get("ts"):
+            self.ts_converted += 1
+        return rec
+
+
+def ts_floor(ts_unit: str) -> float:
+    """The smallest ts that is taken as milliseconds as it is (smaller ones are seconds)."""
+    return {"ms": 0, "auto": SECONDS_BELOW}.get(ts_unit, math.inf)
 
 
 def _already_normal(obj: dict[str, Any], limits: RecordLimits) -> ToolInvocation | None:
     """`obj` itself when it is exactly what `_normalise` would return, else None."""
-    if _is_normal(obj, _future_bound(limits.max_future_skew_ms), _mode_cache(limits.taxonomy)):
+    if _is_normal(obj, _future_bound(limits.max_future_skew_ms), _mode_cache(limits.taxonomy),
+                  ts_floor(limits.ts_unit)):
         return obj  # type: ignore[return-value]
     return None
 
 
-def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str]) -> bool:
+def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str],
+               floor: float = 0) -> bool:
     """Whether `obj` is exactly what `_normalise` would return (so it can be taken as is).
 
     The hot path: telemetry written by our own client is already normal, and checking
@@ -176,7 +198,7 @@ def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str]) -> boo
     mode = get("failure_mode", _ABSENT)
     duration, agent, error = get("duration_ms"), get("agent_id"), get("error")
     return bool(
-        type(ts) is int and 0 <= ts <= future
+        type(ts) is int and floor <= ts <= future
         and (type(sid) is int or (type(sid) is str and 0 < len(sid) <= TOOL_MAX_CHARS))
         and type(tool) is str and 0 < len(tool) <= TOOL_MAX_CHARS
         and type(get("args")) is dict and get("outcome") in OUTCOMES
@@ -198,7 +220,7 @@ def _normalise(obj: dict[str, Any], limits: RecordLimits,
     args_bound = limits.args_max_bytes
     rec: ToolInvocation = {
         "session_id": _session_id(obj.get("session_id")),
-        "ts": _timestamp(obj.get("ts"), limits.max_future_skew_ms),
+        "ts": _timestamp(obj.get("ts"), limits.max_future_skew_ms, limits.ts_unit),
         "tool": _tool(obj.get("tool")),
         "args": _args(obj.get("args"), args_bound, encoded_size is not None and
                       encoded_size <= args_bound),
@@ -236,9 +258,13 @@ def _session_id(value: Any) -> SessionId:
     raise InvalidRecord(f"session_id must be an integer or a non-empty string, got {value!r:.80}")
 
 
-def _timestamp(value: Any, max_future_skew_ms: int | None) -> int:
+def _timestamp(value: Any, max_future_skew_ms: int | None, ts_unit: str = "ms") -> int:
     if value is None:
         raise InvalidRecord("missing field ts")
+    if ts_unit != "ms" and type(value) in (int, float) and 0 <= value < ts_floor(ts_unit):
+        if not math.isfinite(value):
+            raise InvalidRecord(f"ts must be a finite number of seconds, got {value!r:.80}")
+        value = round(value * 1000)
     if type(value) is not int or value < 0:
         raise InvalidRecord(f"ts must be unix milliseconds (integer >= 0), got {value!r:.80}")
     if max_future_skew_ms is not None and value > time.time() * 1000 + max_future_skew_ms:

@@ -11,7 +11,14 @@ from __future__ import annotations
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
-from binloop.inputs import InputReader, RawChunk, ReadPosition, input_size
+from binloop.inputs import (
+    DEFAULT_READ,
+    InputReader,
+    RawChunk,
+    ReadOptions,
+    ReadPosition,
+    input_size,
+)
 from binloop.summary import Progress
 
 
@@ -42,10 +49,12 @@ class _FilePartition(StatefulSourcePartition[RawChunk, ReadPosition]):
 class TelemetryFileSource(FixedPartitionedSource[RawChunk, ReadPosition]):
     """Chunks of raw lines of a file, a directory (files in name order) or stdin (`-`)."""
 
-    def __init__(self, path: str, batch_size: int = 4096, progress: bool = False) -> None:
+    def __init__(self, path: str, batch_size: int = 4096, progress: bool = False,
+                 options: ReadOptions = DEFAULT_READ) -> None:
         self._path = path
         self._batch_size = batch_size
         self._progress = progress
+        self._options = options
 
     @override
     def list_parts(self) -> list[str]:
@@ -54,5 +63,6 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, ReadPosition]):
     @override
     def build_part(self, step_id: str, for_part: str,
                    resume_state: ReadPosition | None) -> _FilePartition:
-        reader = InputReader(self._path, self._batch_size, for_part, resume_state)
-        return _FilePartition(reader, Progress(input_size(self._path), self._progress))
+        reader = InputReader(self._path, self._batch_size, for_part, resume_state, self._options)
+        size = input_size(self._path, self._options.follow_symlinks)
+        return _FilePartition(reader, Progress(size, self._progress))
