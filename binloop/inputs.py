@@ -38,6 +38,7 @@ from typing import IO, Any, Final, NoReturn
 import orjson
 import polars as pl
 
+from binloop.core.errors import InputError
 from binloop.schema import LINE_MAX_BYTES, DeadLetter
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -54,10 +55,6 @@ _TERMINATOR = re.compile(rb"(\r\n|\r|\n)")
 READER_REJECT: Final = "line of "
 
 RawItem = bytes | dict[str, Any]
-
-
-class InputError(OSError):
-    """An input path that cannot be read at all (missing, unreadable, no telemetry files)."""
 
 
 @dataclass(frozen=True, slots=True)

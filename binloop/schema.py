@@ -87,8 +87,9 @@ class RecordLimits:
     max_future_skew_ms: int | None = DEFAULT_MAX_FUTURE_SKEW_MS
     taxonomy: frozenset[str] = TAXONOMY
     # `ms`: ts is unix milliseconds; `s`: unix seconds (converted); `auto`: seconds
-    # when below SECONDS_BELOW, else milliseconds.
-    ts_unit: str = "auto"
+    # when below SECONDS_BELOW, else milliseconds. The record's own unit is ms; the job's
+    # setting `ts_unit` defaults to auto.
+    ts_unit: str = "ms"
 
 
 DEFAULT_LIMITS: Final = RecordLimits()

@@ -20,7 +20,7 @@ from binloop.events import BINEvent, dumps_event
 from binloop.inputs import RawChunk
 from binloop.jsonl import event_key
 from binloop.logs import json_line
-from binloop.outputs import dumps_dead, late_letter
+from binloop.outputs import dumps_dead, late_letter, same_configuration
 from binloop.schema import DeadLetter, ToolInvocation, dumps_record
 from flows.file_source import TelemetryFileSource
 from flows.operators import (
@@ -77,19 +77,21 @@ def add_detector(
 def write_events(events: Stream[BINEvent], config: Config) -> None:
     """BINEvents to `config.out` (idempotent on event_id) or stdout."""
     lines = op.map("encode_events", events, lambda e: (e["event_id"], dumps_event(e)))
-    sink = JsonlFileSink(config.out, event_key) if config.out else StdOutLinesSink()
+    sink = (JsonlFileSink(config.out, event_key, mkdirs=config.mkdirs,
+                          check_line=same_configuration(config.out, config.detection().describe()))
+            if config.out else StdOutLinesSink())
     op.output("events_out", lines, sink)
 
 
 def _write_rejects(dead: Stream[DeadLetter], late: Stream[ToolInvocation], config: Config) -> None:
     if config.late_out:
         late_lines = op.map("encode_late", late, lambda r: (r["id"], dumps_record(r)))
-        op.output("late_out", late_lines, JsonlFileSink(config.late_out))
+        op.output("late_out", late_lines, JsonlFileSink(config.late_out, mkdirs=config.mkdirs))
     else:
         dead = op.merge("dead_and_late", dead, op.map("late_as_dead", late, late_letter))
     if config.dead_letter:
         lines = op.map("encode_dead", dead, lambda d: ("dead", dumps_dead(d)))
-        op.output("dead_letter_out", lines, JsonlFileSink(config.dead_letter))
+        op.output("dead_letter_out", lines, JsonlFileSink(config.dead_letter, mkdirs=config.mkdirs))
     else:
         encode = _dead_log_line if config.log_format == "json" else _dead_text_line
         lines = op.map("encode_dead", dead, lambda d: ("dead", encode(d)))

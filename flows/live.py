@@ -33,6 +33,7 @@ from binloop.jetstream import StreamSpec, telemetry_stream_spec
 from binloop.jsonl import event_key
 from binloop.logs import current_format, setup_logging
 from binloop.metrics import record_counters
+from binloop.outputs import same_configuration
 from binloop.schema import DeadLetter
 from flows.detect import add_detector
 from flows.nats_source import NatsSourceSettings, NatsTelemetrySource, SourceItem, stop_requested
@@ -83,7 +84,9 @@ def write_live_events(events: Stream[BINEvent], config: Config) -> None:
     op.output("events_nats", events, NatsEventSink(event_settings(config), stop_requested))
     if config.events_out:
         lines = op.map("encode_events", events, lambda e: (e["event_id"], dumps_event(e)))
-        op.output("events_file", lines, JsonlFileSink(config.events_out, event_key))
+        check = same_configuration(config.events_out, config.detection().describe())
+        op.output("events_file", lines, JsonlFileSink(config.events_out, event_key,
+                                                      mkdirs=config.mkdirs, check_line=check))
 
 
 def build_flow(config: Config, *, source: Source[SourceItem] | None = None,

@@ -14,7 +14,7 @@ from pathlib import Path
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from typing_extensions import override
 
-from binloop.jsonl import JsonlFileWriter, KeyOf
+from binloop.jsonl import CheckLine, JsonlFileWriter, KeyOf
 
 
 class _JsonlFilePartition(StatefulSinkPartition[bytes, int]):
@@ -37,9 +37,12 @@ class _JsonlFilePartition(StatefulSinkPartition[bytes, int]):
 class JsonlFileSink(FixedPartitionedSink[bytes, int]):
     """Write encoded JSON lines to one file (one worker writes; items are `(key, line)`)."""
 
-    def __init__(self, path: str | Path, key_of: KeyOf | None = None) -> None:
+    def __init__(self, path: str | Path, key_of: KeyOf | None = None, *, mkdirs: bool = False,
+                 check_line: CheckLine | None = None) -> None:
         self._path = Path(path)
         self._key_of = key_of
+        self._mkdirs = mkdirs
+        self._check_line = check_line
 
     @override
     def list_parts(self) -> list[str]:
@@ -52,4 +55,6 @@ class JsonlFileSink(FixedPartitionedSink[bytes, int]):
     @override
     def build_part(self, step_id: str, for_part: str,
                    resume_state: int | None) -> _JsonlFilePartition:
-        return _JsonlFilePartition(JsonlFileWriter(self._path, self._key_of, resume_state))
+        return _JsonlFilePartition(JsonlFileWriter(self._path, self._key_of, resume_state,
+                                                   mkdirs=self._mkdirs,
+                                                   check_line=self._check_line))
