@@ -88,6 +88,7 @@ class JsonlFileWriter:
         self.keys: set[str] = set()
         self._stream = is_stream(self.path)
         self._written = 0
+        self._failed = False
         check_output_path(self.path, mkdirs)
         try:
             # A device or pipe is opened write-only: /dev/full and a FIFO cannot be read.
@@ -140,6 +141,7 @@ class JsonlFileWriter:
             if not self._stream:
                 os.fsync(self._file.fileno())
         except OSError as exc:
+            self._failed = True
             raise OutputWriteError(f"writing {self.path} failed: {_why(exc)}") from None
         return written
 
@@ -150,4 +152,5 @@ class JsonlFileWriter:
         try:
             self._file.close()
         except OSError as exc:
-            raise OutputWriteError(f"writing {self.path} failed: {_why(exc)}") from None
+            if not self._failed:  # else already reported; closing is best effort
+                raise OutputWriteError(f"writing {self.path} failed: {_why(exc)}") from None

@@ -77,8 +77,9 @@ def add_detector(
 def write_events(events: Stream[BINEvent], config: Config) -> None:
     """BINEvents to `config.out` (idempotent on event_id) or stdout."""
     lines = op.map("encode_events", events, lambda e: (e["event_id"], dumps_event(e)))
-    sink = (JsonlFileSink(config.out, event_key, mkdirs=config.mkdirs,
-                          check_line=same_configuration(config.out, config.detection().describe()))
+    check = same_configuration(config.out, config.detection().describe()) if config.out else None
+    sink = (JsonlFileSink(config.out, event_key, mkdirs=config.mkdirs, check_line=check,
+                          defer_errors=in_process(config))
             if config.out else StdOutLinesSink())
     op.output("events_out", lines, sink)
 
@@ -86,16 +87,23 @@ def write_events(events: Stream[BINEvent], config: Config) -> None:
 def _write_rejects(dead: Stream[DeadLetter], late: Stream[ToolInvocation], config: Config) -> None:
     if config.late_out:
         late_lines = op.map("encode_late", late, lambda r: (r["id"], dumps_record(r)))
-        op.output("late_out", late_lines, JsonlFileSink(config.late_out, mkdirs=config.mkdirs))
+        op.output("late_out", late_lines, JsonlFileSink(config.late_out, mkdirs=config.mkdirs,
+                                                           defer_errors=in_process(config)))
     else:
         dead = op.merge("dead_and_late", dead, op.map("late_as_dead", late, late_letter))
     if config.dead_letter:
         lines = op.map("encode_dead", dead, lambda d: ("dead", dumps_dead(d)))
-        op.output("dead_letter_out", lines, JsonlFileSink(config.dead_letter, mkdirs=config.mkdirs))
+        op.output("dead_letter_out", lines, JsonlFileSink(config.dead_letter, mkdirs=config.mkdirs,
+                                                                defer_errors=in_process(config)))
     else:
         encode = _dead_log_line if config.log_format == "json" else _dead_text_line
         lines = op.map("encode_dead", dead, lambda d: ("dead", encode(d)))
         op.output("dead_letter_out", lines, StdOutLinesSink(stderr=True))
+
+
+def in_process(config: Config) -> bool:
+    """Whether the replay runs in the caller's process (which reports deferred errors)."""
+    return config.processes == 1
 
 
 def _dead_text_line(letter: DeadLetter) -> bytes:

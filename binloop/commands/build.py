@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from binloop.config import add_arguments, load_config
+from binloop.core.display import shown
 
 
 def register(subparsers: Any) -> None:
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             note = f"  {stage.reason.splitlines()[0][:160]}" if stage.reason else ""
             print(f"{stage.stage:<8} {stage.outcome:<8} {stage.duration_ms:>10.1f} ms{note}")
         if result.tool:
-            print(f"gated {result.tool['name']} v{result.tool['version']} "
+            print(f"gated {shown(result.tool['name'])} v{result.tool['version']} "
                   f"({result.tool['status']}) -> {result.tool['path']}")
     if result.outcome != "gated":
         print(f"binloop build: {result.outcome.replace('_', ' ')}: {result.reason}",
