@@ -67,10 +67,28 @@ def check_output_path(path: str | Path, mkdirs: bool = False) -> None:
         raise OutputError(f"output {path}: {parent} is not a directory")
     if target.exists() and not target.is_file():
         raise OutputError(f"output {path} is not a regular file, a device or a pipe")
-    if target.exists() and not os.access(target, os.W_OK):
-        raise OutputError(f"cannot write {path}: permission denied")
-    if not target.exists() and not os.access(parent, os.W_OK):
-        raise OutputError(f"cannot create {path}: permission denied")
+    try:
+        # Opening for appending changes nothing in the file (and root passes os.access
+        # checks that the kernel then refuses, e.g. /proc/version).
+        with open(target, "ab"):
+            pass
+    except OSError as exc:
+        raise OutputError(f"cannot open {path} for writing: {_why(exc)}") from None
+
+
+def ensure_output_dir(path: str | Path) -> Path:
+    """An output directory (created with its parents when missing: a command whose
+    `--out` is a directory makes it); raises :class:`OutputError`."""
+    target = Path(path)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise OutputError(f"output {path} exists and is not a directory") from None
+    except OSError as exc:
+        raise OutputError(f"cannot create directory {path}: {_why(exc)}") from None
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write into directory {path}: permission denied")
+    return target
 
 
 def _why(exc: OSError) -> str:

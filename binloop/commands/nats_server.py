@@ -25,8 +25,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from binloop.jsonl import ensure_output_dir
     from binloop.nats_server import NatsServer
 
+    if args.store_dir is not None:
+        ensure_output_dir(args.store_dir)
     server = NatsServer(args.port, args.store_dir, args.host, args.max_payload)
     stop = threading.Event()
 

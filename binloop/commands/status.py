@@ -9,6 +9,7 @@ from typing import Any
 
 from binloop.config import add_arguments, load_config
 from binloop.core.display import shown
+from binloop.core.errors import ServiceUnavailable
 
 STATUS_SETTINGS = ("nats", "connect_timeout", "stream", "subject_prefix", "events_stream",
                    "library")
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = gather(query)
     except ConnectionError as exc:
-        raise ValueError(str(exc)) from None
+        raise ServiceUnavailable(str(exc)) from None
     if config.library:
         report["library"] = library_status(config.library)
     if args.json:

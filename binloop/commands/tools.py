@@ -11,13 +11,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from binloop.config import add_arguments, load_config
 from binloop.core.display import shown
+from binloop.core.errors import InputError, UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -56,11 +57,12 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     library = library_of(config)
+    if not library.root.is_dir():
+        raise InputError(f"no tool library at {library.root}")
     try:
         return int(_ACTIONS[args.action](args, config, library))
     except KeyError as exc:
-        print(f"binloop tools {args.action}: {exc.args[0]}", file=sys.stderr)
-        return 2
+        raise InputError(shown(exc.args[0])) from None
 
 
 def _list(args: argparse.Namespace, config: Any, library: Any) -> int:
@@ -116,8 +118,7 @@ def _rollback(args: argparse.Namespace, config: Any, library: Any) -> int:
     try:
         written = library.rollback(args.name, args.to)
     except ManifestError as exc:
-        print(f"binloop tools rollback: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     entry = written["tools"][args.name]
     print(f"{shown(args.name)}: active version {entry['version']} ({entry['status']}), manifest "
           f"version {written['version']}")
@@ -130,6 +131,8 @@ def _apply(args: argparse.Namespace, config: Any, library: Any) -> int:
     from pipeline_runner.lifecycle import apply_telemetry
 
     records, invalid = [], 0
+    if not Path(args.telemetry).is_file():
+        raise InputError(f"telemetry file {args.telemetry} does not exist")
     with open(args.telemetry, "rb") as handle:
         for line in handle:
             if line.strip():

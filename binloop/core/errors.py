@@ -41,6 +41,12 @@ class UsageError(CommandError, ValueError):
     code = EX_USAGE
 
 
+class DataError(CommandError, ValueError):
+    """An input that was read but is not what the command needs (an invalid event)."""
+
+    code = EX_DATAERR
+
+
 class InputError(CommandError, OSError):
     """An input path that cannot be read at all (missing, unreadable, no telemetry)."""
 
