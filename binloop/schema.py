@@ -31,6 +31,8 @@ LINE_MAX_BYTES: Final = 1 << 20
 # `--ts-unit auto`: a ts below this is in seconds (10^11 ms is March 1973; 10^11 s is
 # the year 5138), so it is converted to milliseconds.
 SECONDS_BELOW: Final = 10**11
+# How much of an input that is not a JSON object a dead letter keeps.
+NON_RECORD_PREFIX: Final = 64
 TS_UNITS: Final = ("auto", "ms", "s")
 
 # Valid failure modes already seen, per taxonomy: {as written: normalised}.
@@ -102,7 +104,11 @@ def record_id(fields: dict[str, Any]) -> str:
 
 
 def raw_text(raw: bytes | str, limit: int = 2048) -> str:
-    """A printable, bounded copy of an input for the dead-letter output."""
+    """A printable, bounded copy of an input for the dead-letter output. An input that
+    is not even a JSON object is not telemetry: only its first bytes are kept (a file of
+    something else must not be copied into the outputs)."""
+    if raw.lstrip()[:1] not in ("{", b"{"):
+        limit = min(limit, NON_RECORD_PREFIX)
     if isinstance(raw, bytes):
         text = raw[: limit * 4].decode("utf-8", errors="backslashreplace")
     else:
