@@ -4,7 +4,6 @@ and agrees (docs/robustness.md)."""
 from __future__ import annotations
 
 import gzip
-import os
 import re
 import subprocess
 import sys
@@ -217,7 +216,7 @@ def damaged_directory(tmp_path: Path) -> Path:
 
 def test_damaged_files_are_one_dead_letter_each_in_every_engine(tmp_path: Path) -> None:
     folder = damaged_directory(tmp_path)
-    _, rejects, damaged = read_all(folder, 100)
+    _, _rejects, damaged = read_all(folder, 100)
     assert damaged == 5
     truncated_good = len([i for i in read_all(folder / "a_truncated.jsonl.gz", 100)[0] if i])
     assert 500 < truncated_good < 1000  # the records before the damage
@@ -329,7 +328,7 @@ def test_ts_unit_ms_and_s(tmp_path: Path) -> None:
     # is invalid.
     assert code == 0 and "converted" not in stderr
     assert [d["position"] for d in dead] == ["9"] and "integer" in dead[0]["reason"]
-    code, stderr, events, dead = detect("polars", path, tmp_path / "s", "--ts-unit", "s")
+    code, stderr, _events, dead = detect("polars", path, tmp_path / "s", "--ts-unit", "s")
     # As seconds the ms record is 50,000 years ahead: beyond the future-skew allowance.
     assert code == 0 and "ts in seconds converted 9" in stderr
     assert [d["position"] for d in dead] == ["10"] and "future" in dead[0]["reason"]
