@@ -324,9 +324,9 @@ def test_seconds_are_converted_and_counted_in_every_engine(tmp_path: Path) -> No
 def test_ts_unit_ms_and_s(tmp_path: Path) -> None:
     path = seconds_file(tmp_path)
     code, stderr, events, dead = detect("reference", path, tmp_path / "ms", "--ts-unit", "ms")
-    # As milliseconds the seconds are 1970 dates: valid but in other sessions; the float
-    # is invalid.
+    # As milliseconds the seconds are January 1970 dates, 60 ms apart; the float is invalid.
     assert code == 0 and "converted" not in stderr
+    assert events and all(e["fired_ts"] < 10**11 for e in events)
     assert [d["position"] for d in dead] == ["9"] and "integer" in dead[0]["reason"]
     code, stderr, _events, dead = detect("polars", path, tmp_path / "s", "--ts-unit", "s")
     # As seconds the ms record is 50,000 years ahead: beyond the future-skew allowance.
