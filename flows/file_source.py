@@ -11,15 +11,14 @@ from __future__ import annotations
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
-from binloop.inputs import (
-    DEFAULT_READ,
+from binloop.core.reading import DEFAULT_READ, ReadOptions
+from binloop.core.summary import Progress
+from binloop.replay.inputs import (
     InputReader,
     RawChunk,
-    ReadOptions,
     ReadPosition,
     input_size,
 )
-from binloop.summary import Progress
 
 
 class _FilePartition(StatefulSourcePartition[RawChunk, ReadPosition]):

@@ -16,7 +16,7 @@ from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from typing_extensions import override
 
 from binloop.core.errors import OutputWriteError
-from binloop.jsonl import CheckLine, JsonlFileWriter, KeyOf
+from binloop.replay.jsonl import CheckLine, JsonlFileWriter, KeyOf
 
 # Write errors of sinks built with `defer_errors` in this process, for the caller of an
 # in-process run to report once the dataflow has ended (an exception raised inside a

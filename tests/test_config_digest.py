@@ -14,11 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from binloop.config import Config
-from binloop.detection import detect
-from binloop.events import event_id
-from binloop.schema import validate_record
-from binloop.window import WindowSpec
+from binloop.core.config import Config
+from binloop.core.detection import detect
+from binloop.core.events import event_id
+from binloop.core.schema import validate_record
+from binloop.core.window import WindowSpec
 from tests.agentkit import copy_library
 from tests.buildkit import runner_for
 
@@ -67,7 +67,7 @@ def test_the_docs_list_exactly_the_digest_settings() -> None:
 
 def test_a_digest_setting_may_digest_more_than_its_value() -> None:
     """The hook for a setting whose meaning depends on code (a classifier's version)."""
-    from binloop.config import setting
+    from binloop.core.config import setting
 
     @dataclasses.dataclass(frozen=True)
     class Extended(Config):

@@ -1,4 +1,4 @@
-"""Damaged and unusual input files: every engine reads them through `binloop.inputs`
+"""Damaged and unusual input files: every engine reads them through `binloop.replay.inputs`
 and agrees (docs/robustness.md)."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from binloop.inputs import (
+from binloop.core.reading import ReadOptions
+from binloop.replay.inputs import (
     BOM,
     InputReader,
     LineSplitter,
-    ReadOptions,
     ReadPosition,
     list_input_files,
     reader_chunks,
