@@ -67,8 +67,8 @@ def test_build_exit_codes_and_tools_commands(tmp_path: Path) -> None:
     assert binloop("tools", "quarantine", name, "--library", lib, "--reason", "bad").returncode == 0
     assert "quarantined" in binloop("tools", "list", "--library", lib).stdout
     assert binloop("tools", "promote", name, "--library", lib).returncode == 0
-    assert binloop("tools", "rollback", name, "--library", lib).returncode == 2  # no v0
-    assert binloop("tools", "show", "nope", "--library", lib).returncode == 2
+    assert binloop("tools", "rollback", name, "--library", lib).returncode == 64  # no v0
+    assert binloop("tools", "show", "nope", "--library", lib).returncode == 66
 
     tool_file = tmp_path / "lib" / summary["tool"]["path"] / "tool.py"
     tool_file.write_text(tool_file.read_text() + "# tampered\n")
