@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -17,6 +19,7 @@ from binloop.core.errors import (
     EX_UNAVAILABLE,
     EX_USAGE,
     CommandError,
+    OutputWriteError,
     UsageError,
 )
 
@@ -135,6 +138,35 @@ def join_dash_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[s
     return out
 
 
+def flush_stdout() -> None:
+    """Flush what the command printed (a full disk or a closed pipe is reported here, as
+    one line, and not as "Exception ignored" at interpreter exit)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    except OSError as exc:
+        _silence_stdout()
+        raise OutputWriteError(f"writing standard output failed: {exc.strerror or exc}"
+                               ) from None
+
+
+def _output_error(exc: OSError) -> Exception:
+    """An OSError without a file name while the command ran: writing (most often to
+    standard output) failed. Stop writing to stdout, so that exit does not retry."""
+    if exc.filename is not None or exc.errno not in (errno.ENOSPC, errno.EIO, errno.EPIPE,
+                                                      errno.EDQUOT, errno.EFBIG):
+        return exc
+    _silence_stdout()
+    return OutputWriteError(f"writing output failed: {exc.strerror or exc}")
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in given if not a.startswith("-")), "?")
@@ -143,12 +175,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(join_dash_values(parser, given))
         command = args.command
         setup_command_logging(args)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        flush_stdout()
+        return code
     except KeyboardInterrupt:
         return 130
     except SystemExit:
         raise  # --help, and commands that choose their own code
     except Exception as exc:
+        if isinstance(exc, OSError) and not isinstance(exc, CommandError):
+            exc = _output_error(exc)
         logging.getLogger("binloop.cli").debug("error", exc_info=True)
         report_error(command, ValueError(one_line(exc)))
         return exit_code(exc)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from binloop.core.detection import DetectionParams, config_digest
+from binloop.core.errors import InputError
 from binloop.core.reading import ReadOptions
 from binloop.core.schema import LINE_MAX_BYTES, OUTCOMES, TAXONOMY, TS_UNITS, RecordLimits
 from binloop.core.window import WindowSpec, format_duration_ms, parse_duration_ms
@@ -586,9 +587,13 @@ def _parse(f: dataclasses.Field[Any], raw: Any, source: str) -> Any:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not TOML: {exc}") from None
     table = data.get("binloop", data)
     return {key.replace("-", "_"): value for key, value in table.items()}
 

@@ -57,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
     from pipeline_runner.factory import make_runner
 
     config = load_config(args)
+    if config.library:
+        from binloop.replay.jsonl import ensure_output_dir
+
+        ensure_output_dir(config.library)
     path = Path(args.event)
     if not path.is_file():
         raise InputError(f"event file {path} does not exist" if not path.exists()

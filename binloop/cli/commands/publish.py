@@ -31,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
+    from binloop.replay.inputs import list_input_files
+
+    list_input_files(args.file)  # a missing file is a one-line error before connecting
     stats = asyncio.run(publish_file(config, args.file, args.rate, args.batch))
     rate = stats.records / stats.elapsed_s if stats.elapsed_s else 0.0
     print(f"published {stats.records:,} records in {stats.messages:,} messages "
