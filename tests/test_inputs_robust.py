@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from binloop.core.reading import ReadOptions
@@ -332,3 +332,53 @@ def test_ts_unit_ms_and_s(tmp_path: Path) -> None:
     # As seconds the ms record is 50,000 years ahead: beyond the future-skew allowance.
     assert code == 0 and "ts in seconds converted 9" in stderr
     assert [d["position"] for d in dead] == ["10"] and "future" in dead[0]["reason"]
+
+
+# --- agreement on odd files ---------------------------------------------------------------
+
+ODD_TERMINATORS = (b"\n", b"\r\n", b"\r")
+
+
+@st.composite
+def odd_file(draw: st.DrawFn) -> bytes:
+    """Telemetry as real files get it: mixed line ends, byte order marks, oversized and
+    non-JSON lines, records in seconds, out-of-order ts; maybe a torn last line."""
+    clock = T0
+    parts: list[bytes] = []
+    for n in range(draw(st.integers(0, 40))):
+        kind = draw(st.integers(0, 9))
+        if kind == 0:
+            line = draw(st.sampled_from([b"x" * 300, b"not json", b"[1]", b"{" + b"y" * 400]))
+        else:
+            clock += draw(st.integers(0, 50_000))
+            ts: int | float = clock - draw(st.integers(0, 3_000_000))
+            if kind == 1:
+                ts = ts / 1000 if draw(st.booleans()) else ts // 1000
+            line = record(n, ts=ts, tool=draw(st.sampled_from(["a", "b"])))
+        if draw(st.integers(0, 9)) == 0:
+            line = BOM + line
+        parts.append(line + draw(st.sampled_from(ODD_TERMINATORS)))
+    data = b"".join(parts)
+    return data[:-1] if data and draw(st.booleans()) else data
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(data=odd_file(), batch_size=st.sampled_from((3, 16, 4096)),
+       window=st.sampled_from(("session", "global", "sliding:2m")),
+       late_out=st.booleans())
+def test_reference_and_polars_agree_on_odd_files(tmp_path_factory: pytest.TempPathFactory,
+                                                 data: bytes, batch_size: int, window: str,
+                                                 late_out: bool) -> None:
+    from binloop.core.window import WindowSpec
+    from tests.engine_runs import engine_config, run_polars_on, run_reference_on
+
+    base = tmp_path_factory.mktemp("odd")
+    path = base / "in.jsonl"
+    path.write_bytes(data)
+    knobs: dict[str, Any] = {"theta": 2, "window": WindowSpec.parse(window),
+                             "max_line_bytes": 256, "session_gap": 120_000,
+                             "batch_size": batch_size, **({} if late_out else {"late_out": None})}
+    reference = run_reference_on(engine_config(path, base / "ref", **knobs))
+    polars = run_polars_on(engine_config(path, base / "pol", **knobs))
+    assert polars == reference
