@@ -382,3 +382,35 @@ def test_reference_and_polars_agree_on_odd_files(tmp_path_factory: pytest.TempPa
     reference = run_reference_on(engine_config(path, base / "ref", **knobs))
     polars = run_polars_on(engine_config(path, base / "pol", **knobs))
     assert polars == reference
+
+
+@pytest.mark.slow
+def test_publish_of_a_damaged_file_publishes_the_good_part_and_says_so(
+        nats_server: Any, tmp_path: Path) -> None:
+    import asyncio
+
+    from binloop.nats.jetstream import connect
+
+    whole = gzip.compress(b"\n".join(lines_of(2000)) + b"\n")
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    good = len([i for i in read_all(path, 100)[0] if i])
+    proc = subprocess.run(
+        [sys.executable, "-m", "binloop.cli", "publish", "--nats", nats_server.url, str(path)],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 65, proc.stderr
+    lines = proc.stderr.splitlines()
+    (dead,) = [line for line in lines if line.startswith("dead-letter: ")]
+    assert "truncated gzip stream" in dead
+    assert any(line.startswith(f"published {good:,} records") for line in lines)
+    assert lines[-1].startswith("binloop publish: error: damaged input")
+
+    async def stored() -> int:
+        nc = await connect(nats_server.url, "test", 5)
+        try:
+            info = await nc.jetstream().stream_info("TELEMETRY")
+            return int(info.state.messages)
+        finally:
+            await nc.close()
+
+    assert asyncio.run(stored()) == good

@@ -148,10 +148,18 @@ async def _settle(pending: list[asyncio.Future[PubAck]]) -> int:
     return sum(1 for ack in acks if ack.duplicate)
 
 
-def read_lines(path: str) -> Iterator[bytes]:
-    """Lines of a JSONL (or JSONL.gz) file, without line ends."""
+def read_lines(path: str, damaged: list[str] | None = None) -> Iterator[bytes]:
+    """Lines of a JSONL (or JSONL.gz) file, without line ends. What the reader refuses
+    (an oversized line, a damaged file's rest) is not published: each is a dead letter on
+    stderr, and a damaged file's name is added to `damaged`."""
+    import sys
+
     from binloop.replay.inputs import InputReader
 
     for chunk in InputReader(path, 4096):
+        for letter in chunk.rejects:
+            sys.stderr.write("dead-letter: " + orjson.dumps(letter.to_json()).decode() + "\n")
+            if letter.reason.startswith("damaged file") and damaged is not None:
+                damaged.append(letter.source)
         for item in chunk.items:
             yield item if isinstance(item, bytes) else orjson.dumps(item)

@@ -34,15 +34,22 @@ def run(args: argparse.Namespace) -> int:
     from binloop.replay.inputs import list_input_files
 
     list_input_files(args.file)  # a missing file is a one-line error before connecting
-    stats = asyncio.run(publish_file(config, args.file, args.rate, args.batch))
+    damaged: list[str] = []
+    stats = asyncio.run(publish_file(config, args.file, args.rate, args.batch, damaged))
     rate = stats.records / stats.elapsed_s if stats.elapsed_s else 0.0
     print(f"published {stats.records:,} records in {stats.messages:,} messages "
           f"({stats.duplicates:,} already stored) in {stats.elapsed_s:.2f}s, "
           f"{rate:,.0f} records/s", file=sys.stderr)
+    if damaged:
+        from binloop.core.errors import DataError
+
+        raise DataError(f"damaged input {', '.join(damaged)}: the records before the damage "
+                        "were published (see the dead letter)")
     return 0
 
 
-async def publish_file(config: Config, path: str, rate: float | None, batch: int) -> Any:
+async def publish_file(config: Config, path: str, rate: float | None, batch: int,
+                       damaged: list[str] | None = None) -> Any:
     from binloop.nats.jetstream import connect, ensure_telemetry_stream
     from binloop.nats.publish import messages, publish_messages, read_lines
     from flows.live import source_settings
@@ -52,7 +59,7 @@ async def publish_file(config: Config, path: str, rate: float | None, batch: int
     try:
         js = nc.jetstream(timeout=10.0)
         await ensure_telemetry_stream(js, settings.stream, config.manage_stream)
-        return await publish_messages(js, messages(read_lines(path), batch,
+        return await publish_messages(js, messages(read_lines(path, damaged), batch,
                                                    config.subject_prefix), rate)
     finally:
         await nc.close()
