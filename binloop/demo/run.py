@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from binloop.core.config import default
+from binloop.core.errors import OutputError
 from binloop.demo.children import Child, child_env
 from binloop.demo.observer import NatsObserver
 from binloop.demo.progress import Progress
@@ -60,7 +61,7 @@ def prepare_workdir(given: Path | None) -> Path:
     """A new, empty work directory (the demo needs a library without the tool)."""
     workdir = (given or new_workdir(Path.cwd())).resolve()
     if workdir.exists() and any(workdir.iterdir()):
-        raise ValueError(f"work directory {workdir} is not empty: the demo needs a fresh "
+        raise OutputError(f"work directory {workdir} is not empty: the demo needs a fresh "
                          "library (give a new --workdir)")
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     return workdir

@@ -279,10 +279,18 @@ async def publish_messages(js: JetStreamContext, items: Iterable[Message],
     return stats
 
 
-def read_lines(path: str) -> Iterator[bytes]:
-    """Lines of a JSONL (or JSONL.gz) file, without line ends."""
+def read_lines(path: str, damaged: list[str] | None = None) -> Iterator[bytes]:
+    """Lines of a JSONL (or JSONL.gz) file, without line ends. What the reader refuses
+    (an oversized line, a damaged file's rest) is not published: each is a dead letter on
+    stderr, and a damaged file's name is added to `damaged`."""
+    import sys
+
     from binloop.replay.inputs import InputReader
 
     for chunk in InputReader(path, 4096):
+        for letter in chunk.rejects:
+            sys.stderr.write("dead-letter: " + orjson.dumps(letter.to_json()).decode() + "\n")
+            if letter.reason.startswith("damaged file") and damaged is not None:
+                damaged.append(letter.source)
         for item in chunk.items:
             yield item if isinstance(item, bytes) else orjson.dumps(item)

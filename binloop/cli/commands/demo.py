@@ -17,7 +17,7 @@ def register(subparsers: Any) -> None:
                     "use the tool and see it promoted to stable. Prints the timeline; leaves "
                     "the library, audit log, telemetry, events and logs in the work directory. "
                     "Exit 0 when the loop closed, 1 when it did not (the reason is printed), "
-                    "2 on bad options, 130 when interrupted.")
+                    "64 on bad options (docs/robustness.md), 130 when interrupted.")
     parser.add_argument("--workdir", type=Path, default=None, metavar="DIR",
                         help="new or empty directory for everything the demo writes "
                              "(default: ./binloop-demo-<time>)")
@@ -40,5 +40,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0 or args.latency < 0:
         raise ValueError("--timeout must be > 0 and --latency >= 0")
+    if args.workdir is not None:
+        from binloop.replay.jsonl import ensure_output_dir
+
+        ensure_output_dir(args.workdir)
     return run_demo(DemoOptions(args.workdir, args.target, args.timeout,
                                 latency_s=args.latency, verbose=args.verbose))

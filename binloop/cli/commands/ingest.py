@@ -108,10 +108,14 @@ def _sink(args: argparse.Namespace, config: Any) -> Any:
     from binloop.receiver.sinks import JsonlSink, NatsSink, NatsTarget
 
     if args.out:
+        from binloop.core.errors import OutputError
+        from binloop.replay.jsonl import check_output_path
+
+        check_output_path(args.out)
         try:
             return JsonlSink(args.out, fsync=not args.no_fsync)
         except OSError as exc:
-            raise ValueError(f"cannot open --out {args.out}: {exc}") from None
+            raise OutputError(f"cannot open --out {args.out}: {exc}") from None
     from binloop.nats.jetstream import connect, ensure_telemetry_stream
     from flows.live import source_settings
 

@@ -11,12 +11,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from binloop.core.config import add_arguments, load_config
+from binloop.core.display import shown
+from binloop.core.errors import InputError, UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -55,11 +57,12 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     library = library_of(config)
+    if not library.root.is_dir():
+        raise InputError(f"no tool library at {library.root}")
     try:
         return int(_ACTIONS[args.action](args, config, library))
     except KeyError as exc:
-        print(f"binloop tools {args.action}: {exc.args[0]}", file=sys.stderr)
-        return 2
+        raise InputError(shown(exc.args[0])) from None
 
 
 def _list(args: argparse.Namespace, config: Any, library: Any) -> int:
@@ -73,9 +76,9 @@ def _list(args: argparse.Namespace, config: Any, library: Any) -> int:
         return 0
     print(f"manifest version {manifest['version']}, {len(rows)} tools")
     for row in rows:
-        print(f"{row['name']:<50} v{row['version']:<3} {row['status']:<12} {row['target']:<10} "
-              f"ok {row['uses_ok']:<3} failed {row['uses_failed']:<3} "
-              f"{row['tool']} / {row['failure_mode']}")
+        print(f"{shown(row['name']):<50} v{row['version']:<3} {row['status']:<12} "
+              f"{row['target']:<10} ok {row['uses_ok']:<3} failed {row['uses_failed']:<3} "
+              f"{shown(row['tool'])} / {shown(row['failure_mode'])}")
     return 0
 
 
@@ -88,9 +91,12 @@ def _show(args: argparse.Namespace, config: Any, library: Any) -> int:
         for key in ("name", "version", "status", "status_reason", "target", "path", "entry",
                     "created", "uses", "answers", "event_id", "designer", "description",
                     "modified_files"):
-            print(f"{key:>14}: {entry[key]}")
+            value = entry[key]
+            if key == "answers":
+                value = f"{shown(value['tool'])} / {shown(value['failure_mode'])}"
+            print(f"{key:>14}: {shown(value) if isinstance(value, str) else value}")
         for rel, digest in sorted(entry["files"].items()):
-            print(f"{'file':>14}: {digest[:16]}  {rel}")
+            print(f"{'file':>14}: {digest[:16]}  {shown(rel)}")
         for old in entry["history"]:
             print(f"{'history':>14}: v{old['version']} {old['status']} {old['created']}")
     return 1 if entry["modified_files"] else 0
@@ -101,7 +107,7 @@ def _status(status: str) -> Any:
         library.entry(args.name)
         written = library.set_status(args.name, status, args.reason)
         note = f"manifest version {written['version']}" if written else "unchanged"
-        print(f"{args.name}: {status} ({note})")
+        print(f"{shown(args.name)}: {status} ({note})")
         return 0
     return change
 
@@ -112,10 +118,9 @@ def _rollback(args: argparse.Namespace, config: Any, library: Any) -> int:
     try:
         written = library.rollback(args.name, args.to)
     except ManifestError as exc:
-        print(f"binloop tools rollback: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     entry = written["tools"][args.name]
-    print(f"{args.name}: active version {entry['version']} ({entry['status']}), manifest "
+    print(f"{shown(args.name)}: active version {entry['version']} ({entry['status']}), manifest "
           f"version {written['version']}")
     return 0
 
@@ -126,6 +131,8 @@ def _apply(args: argparse.Namespace, config: Any, library: Any) -> int:
     from pipeline_runner.lifecycle import apply_telemetry
 
     records, invalid = [], 0
+    if not Path(args.telemetry).is_file():
+        raise InputError(f"telemetry file {args.telemetry} does not exist")
     with open(args.telemetry, "rb") as handle:
         for line in handle:
             if line.strip():
@@ -142,7 +149,7 @@ def _apply(args: argparse.Namespace, config: Any, library: Any) -> int:
     else:
         print(f"{len(records)} records ({invalid} invalid), {len(changes)} status changes")
         for change in changes:
-            print(f"{change.name} v{change.version}: {change.old} -> {change.new}")
+            print(f"{shown(change.name)} v{change.version}: {change.old} -> {change.new}")
     return 0
 
 

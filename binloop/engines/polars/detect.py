@@ -163,7 +163,7 @@ def _regular_windows(counted: pl.DataFrame, params: DetectionParams,
 def _event(fire: dict[str, Any], params: DetectionParams) -> BINEvent:
     """A BINEvent as `Detector._event` builds it (evidence rows resolved later)."""
     return {
-        "event_id": event_id(fire["tool"], fire["mode"], 0),
+        "event_id": event_id(fire["tool"], fire["mode"], 0, params.config_digest),
         "tool": fire["tool"],
         "failure_mode": fire["mode"],
         "theta": params.theta,

@@ -16,6 +16,7 @@ irregular keys).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from binloop.core.summary import Progress, RunSummary
 from binloop.engines.polars.detect import Detection, detect_rows
 from binloop.engines.polars.frame import record_of, records_frame
 from binloop.engines.polars.load import LoadedRecords, load_file, load_records
-from binloop.replay.inputs import STDIN, input_size, list_input_files
+from binloop.replay.inputs import READER_REJECT, STDIN, input_size, list_input_files, reader_chunks
 from binloop.replay.outputs import Outputs
 
 __all__ = ["Detection", "LoadedRecords", "detect_frame", "detect_rows", "load_records",
@@ -52,17 +53,18 @@ def run_polars(config: Config) -> RunSummary:
         raise ValueError("the polars engine needs an input path (or - for stdin)")
     started = time.perf_counter()
     params, limits = config.detection(), config.record_limits()
-    progress = Progress(input_size(config.input), config.progress)
+    options = config.read_options()
+    progress = Progress(input_size(config.input, options.follow_symlinks), config.progress)
     files: list[LoadedRecords] = []
     done_bytes = done_lines = 0
-    for name in list_input_files(config.input):
+    for name in list_input_files(config.input, options.follow_symlinks):
         def report(file_bytes: int, file_lines: int, base: tuple[int, int] =
                    (done_bytes, done_lines)) -> None:
             progress.update(base[0] + file_bytes, base[1] + file_lines)
-        part = load_file(name, limits, report, config.input_format)
+        part = load_file(name, limits, report, config.input_format, options)
         files.append(part)
         done_bytes += _size(name)
-        done_lines += part.frame.height + len(part.dead) + part.blank
+        done_lines += part.frame.height + len(part.dead) - part.damaged + part.blank
     frame = pl.concat([f.frame for f in files]) if files else records_frame([])
     detection = detect_rows(frame, params)
     outputs = Outputs(config)
@@ -73,7 +75,9 @@ def run_polars(config: Config) -> RunSummary:
         outputs.close()
     read = sum(f.frame.height + len(f.dead) if f.lines is None else f.lines for f in files)
     summary = RunSummary(records_read=read,
-                         valid=frame.height, invalid=sum(len(f.dead) for f in files))
+                         valid=frame.height, invalid=sum(len(f.dead) for f in files),
+                         damaged_files=sum(f.damaged for f in files),
+                         ts_converted=sum(f.ts_converted for f in files))
     summary.add_detector(detection.stats)
     summary.elapsed_s = time.perf_counter() - started
     return summary
@@ -95,14 +99,18 @@ def _write_rejects(outputs: Outputs, files: list[LoadedRecords], frame: pl.DataF
         outputs.late(late_records[row] for _, row in late)
         return
     order: list[tuple[int, int, int, int, Any]] = []
+    chunk_of: list[Callable[[int], int]] = []
     for index, part in enumerate(files):
+        rejected = [int(d.position) for d in part.dead if d.reason.startswith(READER_REJECT)]
+        chunk_of.append(reader_chunks(rejected, config.batch_size))
         for letter in part.dead:
-            line = int(letter.position)
-            order.append((index, (line - 1) // config.batch_size, 0, line, letter))
+            # A damaged file's letter ("byte N", "row N") comes after all of its lines.
+            line = int(letter.position) if letter.position.isdigit() else 1 << 62
+            order.append((index, chunk_of[index](line), 0, line, letter))
     lines = frame["line"]
     for index, row in late:
         line = int(lines[row])
-        order.append((index, (line - 1) // config.batch_size, 1, line, late_records[row]))
+        order.append((index, chunk_of[index](line), 1, line, late_records[row]))
     order.sort(key=lambda entry: entry[:4])
     for entry in order:
         if entry[2] == 0:

@@ -11,11 +11,10 @@ name order, `.jsonl.gz`, and stdin (`-`) as in `binloop.replay.inputs`.
 
 from __future__ import annotations
 
-import gzip
 import io
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Final, NamedTuple, Protocol
@@ -23,20 +22,27 @@ from typing import Final, NamedTuple, Protocol
 import orjson
 import polars as pl
 
+from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import (
     DEFAULT_LIMITS,
     DeadLetter,
     InvalidRecord,
     RecordLimits,
+    RecordParser,
     ToolInvocation,
     raw_text,
-    validate_record,
 )
 from binloop.engines.polars.frame import FRAME_SCHEMA, empty_frame, records_frame
 from binloop.engines.polars.proof import candidates, prove
 from binloop.replay.formats import AUTO, BINLOOP, LineMapper, mapped, mapper, resolve, sniff_file
-from binloop.replay.ingest import parse_item
-from binloop.replay.inputs import STDIN, InputReader, RawItem, list_input_files
+from binloop.replay.inputs import (
+    STDIN,
+    InputReader,
+    LineBlock,
+    RawItem,
+    line_blocks,
+    list_input_files,
+)
 
 BLOCK_LINES: Final = 1 << 16
 LOAD_THREADS: Final = 2
@@ -45,7 +51,8 @@ PARQUET_BATCH: Final = 1 << 16
 
 
 class LoadedRecords(NamedTuple):
-    """Valid records in arrival order (`FRAME_SCHEMA`), rejects, and blank lines skipped."""
+    """Valid records in arrival order (`FRAME_SCHEMA`), rejects, and blank lines skipped;
+    files found damaged, records whose ts was converted from seconds."""
 
     frame: pl.DataFrame
     dead: list[DeadLetter]
@@ -53,49 +60,52 @@ class LoadedRecords(NamedTuple):
     # Non-blank lines read, where a line may hold several records or none (an OTLP
     # export); None: one record or one reject per line.
     lines: int | None = None
+    damaged: int = 0
+    ts_converted: int = 0
 
 
 OnProgress = Callable[[int, int], None]
 
 
 def load_records(path: str, limits: RecordLimits = DEFAULT_LIMITS,
-                 on_progress: OnProgress | None = None) -> LoadedRecords:
+                 on_progress: OnProgress | None = None,
+                 options: ReadOptions = DEFAULT_READ) -> LoadedRecords:
     """Every record of `path` (a file, a directory of them, or - for stdin).
 
     `on_progress(bytes_read, lines_read)` is called after each block, with totals so far."""
     frames: list[pl.DataFrame] = []
     dead: list[DeadLetter] = []
-    blank = lines_before = bytes_before = 0
-    for name in list_input_files(path):
+    blank = lines_before = bytes_before = damaged = converted = 0
+    for name in list_input_files(path, options.follow_symlinks):
         def report(done_bytes: int, done_lines: int, base: tuple[int, int] =
                    (bytes_before, lines_before)) -> None:
             if on_progress is not None:
                 on_progress(base[0] + done_bytes, base[1] + done_lines)
-        part = load_file(name, limits, report)
+        part = load_file(name, limits, report, options=options)
         frames.append(part.frame)
         dead.extend(part.dead)
         blank += part.blank
-        lines_before += part.frame.height + len(part.dead) + part.blank
+        damaged += part.damaged
+        converted += part.ts_converted
+        lines_before += part.frame.height + len(part.dead) - part.damaged + part.blank
         bytes_before += 0 if name == STDIN else Path(name).stat().st_size
-    return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank)
+    return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank,
+                         damaged=damaged, ts_converted=converted)
 
 
 def load_file(name: str, limits: RecordLimits = DEFAULT_LIMITS,
-              on_progress: OnProgress | None = None, input_format: str = AUTO
-              ) -> LoadedRecords:
-    """One input file (the name as `list_input_files` gives it: it is the dead letters' source)."""
+              on_progress: OnProgress | None = None, input_format: str = AUTO,
+              options: ReadOptions = DEFAULT_READ) -> LoadedRecords:
+    """One input file (the name as `list_input_files` gives it: it is the dead letters' source).
+
+    Lines are read, split and refused by `binloop.replay.inputs.line_blocks`, as every engine
+    reads them (damaged files, oversized lines, line ends, byte order marks)."""
     lowered = name.lower()
     if input_format == AUTO:
         input_format = _sniff_stdin() if name == STDIN else sniff_file(name)
     if lowered.endswith((".parquet", ".pq")) or input_format != BINLOOP:
-        return _load_parquet(name, limits, input_format)
-    if name == STDIN:
-        return load_jsonl(sys.stdin.buffer, name, limits, on_progress)
-    with open(name, "rb") as raw:
-        if not lowered.endswith(".gz"):
-            return load_jsonl(raw, name, limits, on_progress)
-        with gzip.GzipFile(fileobj=raw) as unzipped:
-            return load_jsonl(unzipped, name, limits, on_progress, raw.tell)
+        return _load_parquet(name, limits, input_format, options)
+    return load_blocks(line_blocks(name, BLOCK_LINES, options), name, limits, on_progress)
 
 
 class Readable(Protocol):
@@ -105,24 +115,34 @@ class Readable(Protocol):
 def load_jsonl(stream: Readable, source: str, limits: RecordLimits = DEFAULT_LIMITS,
                on_progress: OnProgress | None = None,
                position: Callable[[], int] | None = None) -> LoadedRecords:
-    """JSONL from a stream, block by block (memory holds a few blocks, not the file); line
-    numbers (the dead letters' position) count from 1. `position` tells how far into the
-    input file the stream is (for progress; default: the bytes read)."""
+    """JSONL from a stream (in memory or a pipe), as `load_file` reads a file."""
+    return load_blocks(line_blocks(source, BLOCK_LINES, stream=stream), source, limits,
+                       on_progress)
+
+
+def load_blocks(blocks: Iterable[LineBlock], source: str, limits: RecordLimits = DEFAULT_LIMITS,
+                on_progress: OnProgress | None = None) -> LoadedRecords:
+    """Blocks of lines, parsed two at a time (memory holds a few blocks, not the file)."""
     parts: list[LoadedRecords] = []
     pending: deque[Future[LoadedRecords]] = deque()
+    damaged = 0
     # Two blocks in flight: polars releases the GIL while one block is parsed.
     with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
-        for first_line, lines, done_bytes in _blocks(stream):
-            pending.append(pool.submit(_load_block, lines, first_line, source, limits))
+        for block in blocks:
+            damaged += block.damaged
+            pending.append(pool.submit(_load_block, block.lines, block.first_line, source,
+                                       limits, block.rejects))
             if len(pending) >= LOAD_THREADS:
                 parts.append(pending.popleft().result())
             if on_progress is not None:
-                on_progress(position() if position else done_bytes, first_line + len(lines) - 1)
+                on_progress(block.done_bytes, block.first_line + len(block.lines) - 1)
         parts.extend(future.result() for future in pending)
     frames = [part.frame for part in parts]
     dead = [letter for part in parts for letter in part.dead]
     blank = sum(part.blank for part in parts)
-    return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank)
+    converted = sum(part.ts_converted for part in parts)
+    return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank,
+                         damaged=damaged, ts_converted=converted)
 
 
 def load_jsonl_bytes(data: bytes, source: str,
@@ -131,34 +151,12 @@ def load_jsonl_bytes(data: bytes, source: str,
     return load_jsonl(io.BytesIO(data), source, limits)
 
 
-def _blocks(stream: Readable) -> Iterator[tuple[int, list[bytes], int]]:
-    """(first line number, up to BLOCK_LINES lines, bytes read so far), lines split as
-    `binloop.replay.inputs` splits them: at \n, with trailing \r removed."""
-    carry = b""
-    ready: list[bytes] = []
-    first_line, done = 1, 0
-    while True:
-        data = stream.read(READ_BYTES)
-        done += len(data)
-        if data:
-            text = carry + data
-            lines = text.split(b"\n")
-            carry = lines.pop()
-            ready.extend([line.rstrip(b"\r") for line in lines] if b"\r" in text else lines)
-        elif carry:
-            ready.append(carry.rstrip(b"\r"))
-            carry = b""
-        while len(ready) >= BLOCK_LINES or (ready and not data):
-            block, ready = ready[:BLOCK_LINES], ready[BLOCK_LINES:]
-            yield first_line, block, done
-            first_line += len(block)
-        if not data:
-            return
-
-
 def _load_block(lines: list[bytes], first_line: int, source: str,
-                limits: RecordLimits) -> LoadedRecords:
-    """A block of lines: proven ones, the others through the reference parser."""
+                limits: RecordLimits, rejects: tuple[DeadLetter, ...] = ()) -> LoadedRecords:
+    """A block of lines: proven ones, the others through the reference parser; the
+    reader's `rejects` (lines before these) are its first dead letters."""
+    if not lines:
+        return LoadedRecords(empty_frame(), list(rejects), 0)
     raw = pl.Series("raw", lines, dtype=pl.Binary)
     block = pl.DataFrame({"text": _utf8(lines, raw), "size": raw.bin.size()}).with_row_index("row")
     proven = prove(lines, candidates(block), limits, first_line)
@@ -166,7 +164,8 @@ def _load_block(lines: list[bytes], first_line: int, source: str,
     slow = _slow_path(lines, unsettled["row"].to_list(), first_line, source, limits)
     frame = proven if slow.frame.is_empty() else pl.concat([proven, slow.frame]).sort("row")
     blank = int((block["size"] == 0).sum())
-    return LoadedRecords(frame.drop("row"), slow.dead, blank)
+    return LoadedRecords(frame.drop("row"), [*rejects, *slow.dead], blank,
+                         ts_converted=slow.ts_converted)
 
 
 def _utf8(lines: list[bytes], raw: pl.Series) -> pl.Series:
@@ -193,6 +192,7 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
     records: list[ToolInvocation] = []
     dead: list[DeadLetter] = []
     blank = 0
+    parser = RecordParser(limits)
     for row in rows:
         item = items[row]
         if not item:
@@ -202,20 +202,22 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
             if line_mapper is not None and isinstance(item, bytes):
                 for fields in mapped(line_mapper, item, source, first_line + row):
                     try:
-                        records.append(validate_record(fields, limits))
+                        records.append(parser.validate(fields))
                         kept.append(row)
                     except InvalidRecord as exc:
                         dead.append(DeadLetter(raw_text(item), str(exc), source,
                                                str(first_line + row)))
             else:
-                records.append(parse_item(item, limits))
+                records.append(parser.validate(item) if isinstance(item, dict)
+                               else parser.parse(item))
                 kept.append(row)
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
             dead.append(DeadLetter(raw, str(exc), source, str(first_line + row)))
     lines = [first_line + row for row in kept]
     frame = records_frame(records, lines).with_columns(row=pl.Series(kept, dtype=pl.UInt32))
-    return LoadedRecords(frame.select("row", *FRAME_SCHEMA), dead, blank)
+    return LoadedRecords(frame.select("row", *FRAME_SCHEMA), dead, blank,
+                         ts_converted=parser.ts_converted)
 
 
 def _sniff_stdin() -> str:
@@ -225,8 +227,8 @@ def _sniff_stdin() -> str:
     return resolve(AUTO, head.split(b"\n")) or BINLOOP
 
 
-def _load_parquet(name: str, limits: RecordLimits, input_format: str = "binloop"
-                  ) -> LoadedRecords:
+def _load_parquet(name: str, limits: RecordLimits, input_format: str = "binloop",
+                  options: ReadOptions = DEFAULT_READ) -> LoadedRecords:
     """Parquet rows go through the reference validator (rows arrive already decoded);
     so do the lines of other input formats, after their mapper."""
     frames: list[pl.DataFrame] = []
@@ -234,14 +236,18 @@ def _load_parquet(name: str, limits: RecordLimits, input_format: str = "binloop"
     blank = 0
     line_mapper = mapper(input_format)
     lines = 0
-    for chunk in InputReader(name, PARQUET_BATCH, input_format=input_format):
+    damaged = converted = 0
+    for chunk in InputReader(name, PARQUET_BATCH, input_format=input_format, options=options):
         part = _slow_path(chunk.items, range(len(chunk.items)), chunk.first_line, chunk.source,
                           limits, line_mapper)
         frames.append(part.frame.drop("row"))
+        dead.extend(chunk.rejects)
         dead.extend(part.dead)
         blank += part.blank
         lines += len(chunk.items) - part.blank
+        damaged += chunk.damaged_files
+        converted += part.ts_converted
     return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank,
-                         lines if line_mapper is not None else None)
+                         lines if line_mapper is not None else None, damaged, converted)
 
 

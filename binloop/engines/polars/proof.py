@@ -17,6 +17,7 @@ Lines that are not proven are not rejected here: the loader hands them to
 from __future__ import annotations
 
 import io
+import math
 import time
 from typing import Final
 
@@ -29,6 +30,7 @@ from binloop.core.schema import (
     OUTCOMES,
     TOOL_MAX_CHARS,
     RecordLimits,
+    ts_floor,
 )
 from binloop.engines.polars.frame import empty_rows
 
@@ -200,6 +202,10 @@ def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.Laz
     if limits.max_future_skew_ms is not None:
         bound = int(time.time() * 1000) + limits.max_future_skew_ms - SKEW_MARGIN_MS
         ts_ok = ts_ok & (pl.col("v_ts").cast(pl.UInt64, strict=False) <= max(bound, 0))
+    floor = ts_floor(limits.ts_unit)  # a ts below it is in seconds: the slow path converts
+    if floor > 0:
+        ts_ok = ts_ok & (pl.col("v_ts").cast(pl.UInt64, strict=False) >= floor
+                         if math.isfinite(floor) else pl.lit(False))
     session = pl.col("v_session_id")
     outcome = pl.col("v_outcome").str.to_lowercase()
     valid = (
