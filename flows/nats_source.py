@@ -40,6 +40,7 @@ from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from nats.js import JetStreamContext
 from typing_extensions import override
 
+from binloop.core.config import default
 from binloop.core.schema import DeadLetter
 from binloop.nats.consumer import Delivery, OrderedConsumer, PullSettings
 from binloop.nats.jetstream import StreamSpec, backlog_end, ensure_telemetry_stream
@@ -62,7 +63,7 @@ class NatsSourceSettings:
 
     url: str
     stream: StreamSpec
-    batch_size: int = 4096
+    batch_size: int = default("batch_size")
     start: str = "all"
     until_idle_s: float | None = None
     poll_s: float = 0.005
@@ -256,7 +257,7 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
             out.append(RawChunk(self._name, self._chunk_seq,
                                 f"nats:{self._name}@{delivery.first_seq}-{delivery.last_seq}",
                                 1, list(delivery.items), self._start_chunk,
-                                self._waits_for, releases))
+                                waits_for=self._waits_for, releases=releases))
             self._chunk_seq += 1
             if releases:
                 log.info("%s: telemetry stored before the partition transform applied "

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from binloop.core.config import default
 from binloop.core.events import BINEvent
 from binloop.nats.jetstream import StreamSpec, ensure_stream
 from binloop.nats.link import NatsLink
@@ -30,13 +31,15 @@ from pipeline_runner.runner import BuildResult
 from pipeline_runner.service import result_message, status_message
 
 
-def builds_stream_spec(name: str = "BIN_BUILDS", prefix: str = "bin.builds",
+def builds_stream_spec(name: str = default("builds_stream"),
+                       prefix: str = default("builds_subject_prefix"),
                        **limits: Any) -> StreamSpec:
     return StreamSpec(name, (f"{prefix}.>",), **limits)
 
 
 class NatsResultSink:
-    def __init__(self, link: NatsLink, stream: StreamSpec, prefix: str = "bin.builds",
+    def __init__(self, link: NatsLink, stream: StreamSpec,
+                 prefix: str = default("builds_subject_prefix"),
                  manage_stream: bool = True, retry_s: float = 30.0) -> None:
         self.link = link
         self.prefix = prefix

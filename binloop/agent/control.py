@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from binloop.core.config import default
 from binloop.nats.link import NatsLink
 from binloop.nats.subjects import subject_token
 
@@ -109,7 +110,8 @@ class ControlChannel:
     """Subscriptions of one agent session (see the module docstring)."""
 
     def __init__(self, nats_url: str, session_id: str | int, handlers: ControlHandlers, *,
-                 prefix: str = "bin.control", registry_subject: str = "bin.registry.updated",
+                 prefix: str = default("control_subject_prefix"),
+                 registry_subject: str = default("registry_subject"),
                  connect_timeout_s: float = 10.0) -> None:
         self.handlers = handlers
         self.subject = f"{prefix}.{subject_token(session_id)}"

@@ -21,6 +21,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DEFAULT_PREFIX, ConsumerInfo, StreamInfo
 from nats.js.errors import NotFoundError
 
+from binloop.core.config import default
 from binloop.nats.jetstream import redact_url, stream_partitions
 from binloop.nats.link import NatsLink
 from binloop.nats.subjects import partition_prefix
@@ -30,11 +31,11 @@ from binloop.ops.job_status import read_job_status
 @dataclass(frozen=True)
 class StatusQuery:
     url: str
-    stream: str = "TELEMETRY"
-    subject_prefix: str = "telemetry"
-    events_stream: str = "BIN_EVENTS"
-    bucket: str = "BINLOOP_STATUS"
-    job: str = "binloop"
+    stream: str = default("stream")
+    subject_prefix: str = default("subject_prefix")
+    events_stream: str = default("events_stream")
+    bucket: str = default("status_bucket")
+    job: str = default("job_name")
     last_events: int = 5
     connect_timeout_s: float = 10.0
 
