@@ -27,6 +27,7 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from nats.js.errors import APIError, NoStreamResponseError
 
+from binloop.core.config import default
 from binloop.core.schema import InvalidRecord, parse_record
 from binloop.nats.subjects import BATCH_HEADER, BATCH_JSONL, MSG_ID_HEADER, telemetry_subject
 
@@ -115,7 +116,7 @@ class PublishStats:
     retries: int = 0
 
 
-DEFAULT_DEADLINE_S = 60.0
+DEFAULT_DEADLINE_S: float = default("publish_deadline") / 1000
 
 
 class NotStored(RuntimeError):
