@@ -218,6 +218,10 @@ class Config:
     input: str | None = setting(None, "JSONL, JSONL.gz or Parquet file, a directory of them, "
                                 "or - for stdin", groups=("detect", "flow"),
                                 parse=optional_text, metavar="PATH")
+    input_format: str = setting("binloop", "how the input's lines are written: binloop (the "
+                                "record) or hanzo (the Hanzo bot's telemetry files)",
+                                groups=("detect", "flow"), parse=lambda t: _input_format(t),
+                                metavar="FORMAT")
     out: str | None = setting(None, "write BINEvents to this JSONL file (default: stdout)",
                               groups=("detect", "flow"), parse=optional_text, metavar="FILE")
     dead_letter: str | None = setting(None, "write rejected records (raw + reason) to this JSONL",
@@ -455,6 +459,12 @@ class Config:
         """The settings as `BINLOOP_*` variables (to configure a child process)."""
         return {env_name(f.name): f.metadata["show"](getattr(self, f.name))
                 for f in dataclasses.fields(self)}
+
+
+def _input_format(text: str) -> str:
+    from binloop.replay.formats import parse_format
+
+    return parse_format(text)
 
 
 def _choice(text: str, choices: tuple[str, ...]) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import orjson
 
 from binloop.inputs import RawChunk, RawItem
+from binloop.replay.formats import mapper
 from binloop.schema import (
     DEFAULT_LIMITS,
     DeadLetter,
@@ -40,11 +41,16 @@ def parse_chunk(chunk: RawChunk, limits: RecordLimits = DEFAULT_LIMITS) -> Parse
     records: list[ToolInvocation] = []
     dead: list[DeadLetter] = []
     blank = 0
+    line_mapper = mapper(chunk.input_format)
     for index, item in enumerate(chunk.items):
         if not item:
             blank += 1
             continue
         try:
+            if line_mapper is not None and isinstance(item, bytes):
+                records.append(validate_record(
+                    line_mapper(item, chunk.source, chunk.first_line + index), limits))
+                continue
             records.append(parse_item(item, limits))
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
@@ -75,12 +81,16 @@ def parse_counted(chunk: RawChunk, count_outcomes: frozenset[str],
     dead: list[DeadLetter] = []
     valid = blank = 0
     max_ts = -1
+    line_mapper = mapper(chunk.input_format)
     for index, item in enumerate(chunk.items):
         if not item:
             blank += 1
             continue
         try:
-            rec = validate(item) if isinstance(item, dict) else parse(item)
+            if line_mapper is not None and isinstance(item, bytes):
+                rec = validate(line_mapper(item, chunk.source, chunk.first_line + index))
+            else:
+                rec = validate(item) if isinstance(item, dict) else parse(item)
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
             dead.append(DeadLetter(raw, str(exc), chunk.source, str(chunk.first_line + index)))

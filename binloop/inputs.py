@@ -40,6 +40,8 @@ class RawChunk:
     items: list[RawItem]
     # The seq this reader started at (> 0 after a resume from recovery).
     start_seq: int = 0
+    # How the lines are written (`binloop.replay.formats`); mapped in the parse step.
+    input_format: str = "binloop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +92,9 @@ class InputReader:
     """Reads one input (file, directory or stdin) as a sequence of chunks."""
 
     def __init__(self, path: str, batch_size: int, partition: str = "input",
-                 resume: ReadPosition | None = None) -> None:
+                 resume: ReadPosition | None = None, input_format: str = "binloop") -> None:
         self.files = list_input_files(path)
+        self.input_format = input_format
         self.partition = partition
         self.batch_size = batch_size
         self.position = resume or ReadPosition()
@@ -110,7 +113,7 @@ class InputReader:
                                              cursor.offset, self.position.line + len(items))
                 self.bytes_done = self._done_before() + cursor.bytes_read()
                 return RawChunk(self.partition, self.position.seq - 1, cursor.name, first_line,
-                                items, self.start_seq)
+                                items, self.start_seq, self.input_format)
             cursor.close()
             self._file = None
             self.position = ReadPosition(self.position.seq, self.position.file_index + 1)

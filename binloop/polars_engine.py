@@ -58,7 +58,7 @@ def run_polars(config: Config) -> RunSummary:
         def report(file_bytes: int, file_lines: int, base: tuple[int, int] =
                    (done_bytes, done_lines)) -> None:
             progress.update(base[0] + file_bytes, base[1] + file_lines)
-        part = load_file(name, limits, report)
+        part = load_file(name, limits, report, config.input_format)
         files.append(part)
         done_bytes += _size(name)
         done_lines += part.frame.height + len(part.dead) + part.blank

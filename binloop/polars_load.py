@@ -27,6 +27,7 @@ from binloop.ingest import parse_item
 from binloop.inputs import STDIN, InputReader, RawItem, list_input_files
 from binloop.polars_frame import FRAME_SCHEMA, empty_frame, records_frame
 from binloop.polars_proof import candidates, prove
+from binloop.replay.formats import LineMapper, mapper
 from binloop.schema import (
     DEFAULT_LIMITS,
     DeadLetter,
@@ -34,6 +35,7 @@ from binloop.schema import (
     RecordLimits,
     ToolInvocation,
     raw_text,
+    validate_record,
 )
 
 BLOCK_LINES: Final = 1 << 16
@@ -76,11 +78,12 @@ def load_records(path: str, limits: RecordLimits = DEFAULT_LIMITS,
 
 
 def load_file(name: str, limits: RecordLimits = DEFAULT_LIMITS,
-              on_progress: OnProgress | None = None) -> LoadedRecords:
+              on_progress: OnProgress | None = None, input_format: str = "binloop"
+              ) -> LoadedRecords:
     """One input file (the name as `list_input_files` gives it: it is the dead letters' source)."""
     lowered = name.lower()
-    if lowered.endswith((".parquet", ".pq")):
-        return _load_parquet(name, limits)
+    if lowered.endswith((".parquet", ".pq")) or input_format != "binloop":
+        return _load_parquet(name, limits, input_format)
     if name == STDIN:
         return load_jsonl(sys.stdin.buffer, name, limits, on_progress)
     with open(name, "rb") as raw:
@@ -178,7 +181,7 @@ def _decoded(line: bytes) -> str | None:
 
 
 def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, source: str,
-               limits: RecordLimits) -> LoadedRecords:
+               limits: RecordLimits, line_mapper: LineMapper | None = None) -> LoadedRecords:
     """The reference parser, item by item: valid records and dead letters with reasons
     (as `binloop.ingest.parse_chunk`)."""
     kept: list[int] = []
@@ -191,7 +194,11 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
             blank += 1
             continue
         try:
-            records.append(parse_item(item, limits))
+            if line_mapper is not None and isinstance(item, bytes):
+                records.append(validate_record(line_mapper(item, source, first_line + row),
+                                               limits))
+            else:
+                records.append(parse_item(item, limits))
             kept.append(row)
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
@@ -201,14 +208,17 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
     return LoadedRecords(frame.select("row", *FRAME_SCHEMA), dead, blank)
 
 
-def _load_parquet(name: str, limits: RecordLimits) -> LoadedRecords:
-    """Parquet rows go through the reference validator (rows arrive already decoded)."""
+def _load_parquet(name: str, limits: RecordLimits, input_format: str = "binloop"
+                  ) -> LoadedRecords:
+    """Parquet rows go through the reference validator (rows arrive already decoded);
+    so do the lines of other input formats, after their mapper."""
     frames: list[pl.DataFrame] = []
     dead: list[DeadLetter] = []
     blank = 0
-    for chunk in InputReader(name, PARQUET_BATCH):
+    line_mapper = mapper(input_format)
+    for chunk in InputReader(name, PARQUET_BATCH, input_format=input_format):
         part = _slow_path(chunk.items, range(len(chunk.items)), chunk.first_line, chunk.source,
-                          limits)
+                          limits, line_mapper)
         frames.append(part.frame.drop("row"))
         dead.extend(part.dead)
         blank += part.blank
