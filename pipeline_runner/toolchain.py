@@ -124,9 +124,11 @@ def ensure_nats_client(cache_dir: Path, version: str = NATS_JS_VERSION) -> Path:
     return ensure_npm_packages(cache_dir, f"nats-{version}", {"nats": version}) / "node_modules"
 
 
-def ensure_npm_packages(cache_dir: Path, key: str, packages: dict[str, str]) -> Path:
+def ensure_npm_packages(cache_dir: Path, key: str, packages: dict[str, str],
+                        optional: bool = False) -> Path:
     """A directory whose node_modules holds `packages` ({name: version}), under
-    `cache_dir/key`, installed once (atomically) on first use."""
+    `cache_dir/key`, installed once (atomically) on first use (`optional`: with the
+    packages' optional dependencies, e.g. prebuilt native binaries)."""
     node_binary()
     root = cache_dir.resolve() / key
     marker = root / ".binloop-installed"
@@ -145,8 +147,8 @@ def ensure_npm_packages(cache_dir: Path, key: str, packages: dict[str, str]) -> 
                                          ignore_cleanup_errors=True) as tmp:
             specs = [f"{name}@{version}" for name, version in packages.items()]
             result = _npm(["install", "--prefix", tmp, "--no-audit", "--no-fund",
-                           "--ignore-scripts", "--omit=optional", "--no-save", *specs],
-                          Path(tmp))
+                           "--ignore-scripts", *([] if optional else ["--omit=optional"]),
+                           "--legacy-peer-deps", "--no-save", *specs], Path(tmp))
             missing = [n for n in packages if not (Path(tmp) / "node_modules" / n).is_dir()]
             if result.returncode != 0 or missing:
                 raise ToolchainUnavailable(f"npm install {' '.join(specs)} failed: "

@@ -24,6 +24,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--target", choices=("python", "typescript"), default="python",
                         help="the generated tool: a Python module or a Hanzo bot plugin in "
                              "TypeScript (default: python)")
+    parser.add_argument("--agent", choices=("python", "hanzo"), default="python",
+                        help="the agent: binloop's Python reference agent, or the same job "
+                             "inside a Hanzo bot's plugin runtime (its loader and hook "
+                             "runner) with binloop's bridge plugin (docs/hanzo.md)")
     parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                         help="give up when the loop has not closed after this long "
                              "(default: 300, the paper's budget)")
@@ -41,4 +45,5 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0 or args.latency < 0:
         raise ValueError("--timeout must be > 0 and --latency >= 0")
     return run_demo(DemoOptions(args.workdir, args.target, args.timeout,
-                                latency_s=args.latency, verbose=args.verbose))
+                                latency_s=args.latency, verbose=args.verbose,
+                                agent=args.agent))

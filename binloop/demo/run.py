@@ -44,6 +44,7 @@ class DemoOptions:
     theta: int = 3
     latency_s: float = 0.1
     verbose: bool = False
+    agent: str = "python"  # or "hanzo": the agent runs in a Hanzo bot's plugin runtime
 
 
 def new_workdir(base: Path) -> Path:
@@ -132,7 +133,8 @@ class Demo:
 
     # -- starting ----------------------------------------------------------------------------
     def run(self) -> None:
-        self.timeline.add("demo", f"work directory {self.workdir} (target {self.options.target})")
+        self.timeline.add("demo", f"work directory {self.workdir} (target {self.options.target}, "
+                                  f"agent {self.options.agent})")
         if self.options.target == "typescript":
             self._toolchain()
         url = self._nats()
@@ -195,6 +197,12 @@ class Demo:
 
     def _start_agent(self, url: str) -> None:
         session = f"trip-{os.urandom(3).hex()}"
+        if self.options.agent == "hanzo":
+            from binloop.demo.hanzo_run import start_hanzo_agent
+
+            self.agent = start_hanzo_agent(self, url, session)
+            self.processes.callback(self._stop_agent)
+            return
         left = f"{max(30.0, self.deadline - time.monotonic()):.0f}"
         args = ["--nats", url, "--library", str(self.library), "--target", self.options.target,
                 "--session", session, "--telemetry-log", str(self.workdir / "telemetry.jsonl"),
