@@ -7,10 +7,10 @@ what they run into a temporary directory at test time.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import tarfile
-import io
 from pathlib import Path
 
 import pytest

@@ -73,7 +73,8 @@ console.log(JSON.stringify(DATA.map((v) => subjectToken(v))));'''
 
 def test_a_tool_call_becomes_a_valid_record(tmp_path: Path) -> None:
     body = f'''import {{ toRecord }} from "{(BRIDGE / "src/record.ts").as_uri()}";
-const out = DATA.map(([event, ctx, prefix]) => toRecord(event, ctx, {{ agentId: "bot-1", failureModePrefix: prefix, now: 1764590000000 }}));
+const out = DATA.map(([event, ctx, prefix]) =>
+  toRecord(event, ctx, {{ agentId: "bot-1", failureModePrefix: prefix, now: 1764590000000 }}));
 console.log(JSON.stringify(out));'''
     calls = [
         [{"toolName": "book_reservation", "params": {"user_id": "u1", "password": "pw1"},

@@ -75,7 +75,8 @@ def test_the_host_runs_active_tools_and_refuses_withdrawn_ones(
     assert json.loads(reply["result"]["content"][0]["text"]) == reply["result"]["details"]
     lib.set_status(name, "quarantined", "test")
     refused = answer(host, orjson.dumps({"id": "2", "tool": name, "params": params}))
-    assert refused == {"id": "2", "ok": False, "error": f"{name}: not an active tool of the library"}
+    assert refused == {"id": "2", "ok": False,
+                       "error": f"{name}: not an active tool of the library"}
     (lib.root / entry["path"] / "tool.py").write_text("raise SystemExit(0)\n")
     lib.set_status(name, "stable", "test")
     tampered = answer(host, orjson.dumps({"id": "3", "tool": name, "params": params}))

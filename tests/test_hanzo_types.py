@@ -33,7 +33,8 @@ def squash(text: str) -> str:
 
 
 def restated() -> list[tuple[str, str]]:
-    return [(m.group(1) or "src/plugins/types.ts", m.group(2)) for m in _DECL.finditer(DTS.read_text())]
+    return [(m.group(1) or "src/plugins/types.ts", m.group(2))
+            for m in _DECL.finditer(DTS.read_text())]
 
 
 def test_every_restated_declaration_is_marked() -> None:
