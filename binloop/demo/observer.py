@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from nats.js.errors import NotFoundError
 
+from binloop.subjects import BATCH_HEADER
 from pipeline_runner.nats_bridge import NatsBridge
 
 SUBJECTS = ("telemetry.>", "bin.events.>", "bin.control.>", "bin.registry.updated",
@@ -38,11 +39,15 @@ class NatsObserver:
 
     async def _subscribe(self) -> None:
         async def record(msg: Any) -> None:
-            try:
-                payload = orjson.loads(msg.data)
-            except orjson.JSONDecodeError:
-                payload = None
-            self.seen.put(Seen(time.monotonic(), msg.subject, payload))
+            at = time.monotonic()
+            # A batch envelope (the Hanzo bridge sends them) holds one record per line.
+            lines = msg.data.splitlines() if (msg.headers or {}).get(BATCH_HEADER) else [msg.data]
+            for line in lines:
+                try:
+                    payload = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    payload = None
+                self.seen.put(Seen(at, msg.subject, payload))
 
         for subject in SUBJECTS:
             await self.bridge.nc.subscribe(subject, cb=record)
