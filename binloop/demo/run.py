@@ -240,7 +240,9 @@ class Demo:
             tail = self.agent.log_tail() if self.agent else ""
             raise DemoFailed(f"the agent exited with {code}: {report.get('reason') or 'see log'}"
                              f" (see logs/agent.log)\n{tail}")
-        state = report.get("state") or {}
+        state = report.get("state") or {  # the Hanzo agent reports its bookings at the top
+            "done": report.get("done", []),
+            "total": len(report.get("done", [])) + len(report.get("pending", []))}
         retried = sum(1 for d in state.get("done", []) if d.get("retried"))
         self.timeline.add("agent", f"finished (exit 0): {len(state.get('done', []))} of "
                                    f"{state.get('total')} booked, {retried} of them retried "
