@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from pipeline_runner.fsutil import exclusive_lock
+from binloop.core.fsutil import exclusive_lock
 
 
 class ToolchainUnavailable(RuntimeError):

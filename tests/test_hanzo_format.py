@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from binloop.commands.detect import detect
-from binloop.config import Config
+from binloop.cli.commands.detect import detect
+from binloop.core.config import Config
 from binloop.replay import hanzo
-from binloop.schema import InvalidRecord
+from binloop.core.schema import InvalidRecord
 
 SESSION_MS = 1764590000000
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from binloop.library.hanzo_load_path import LOAD_PATH_DIR, plugin_id, write_load_path
-from pipeline_runner.library import ToolLibrary
+from binloop.library.store import ToolLibrary
 from pipeline_runner.sandbox.host import ToolHost, answer
 
 pytestmark = pytest.mark.slow

@@ -31,7 +31,7 @@ from typing import Final
 
 import orjson
 
-from pipeline_runner.fsutil import exclusive_lock
+from binloop.core.fsutil import exclusive_lock
 from pipeline_runner.toolchain import ToolchainUnavailable, ensure_npm_packages, node_binary
 
 DEFAULT_GIT_DIR: Final = Path("/work/.mirror/hanzoai+bot/repo")

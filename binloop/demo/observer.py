@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 from nats.js.errors import NotFoundError
 
-from binloop.subjects import BATCH_HEADER
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.nats.bridge import NatsBridge
+from binloop.nats.subjects import BATCH_HEADER
 
 SUBJECTS = ("telemetry.>", "bin.events.>", "bin.control.>", "bin.registry.updated",
             "bin.builds.>")

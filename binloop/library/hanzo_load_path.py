@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import orjson
 
-from pipeline_runner import manifest as mf
+from binloop.library import manifest as mf
 
 LOAD_PATH_DIR: Final = "hanzo-plugins"
 MARKER: Final = ".binloop-load-path"

@@ -2,7 +2,7 @@
 
 A mapper turns one raw line (with its file name and line number, which some formats
 need for the session and a stable id) into a record dict, before binloop's own
-validation (`binloop.schema`), or raises `InvalidRecord` with the reason (a dead letter).
+validation (`binloop.core.schema`), or raises `InvalidRecord` with the reason (a dead letter).
 `binloop` is the record itself (no mapper). Minimal registry added with the Hanzo format
 (issue 14); the OpenTelemetry work (issue 15) adds `auto` and `otlp-json` here.
 """

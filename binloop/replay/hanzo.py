@@ -40,7 +40,7 @@ from typing import Any, Final
 
 import orjson
 
-from binloop.schema import InvalidRecord
+from binloop.core.schema import InvalidRecord
 
 # Both vocabularies of the bot: the `ToolInvocation` type's (timeout, auth, validation,
 # model_error, unknown) and the friction detector's `categorizeFailure` (timeout, auth,

@@ -1,6 +1,6 @@
 """binloop's redaction rules as data, for the Hanzo bridge (which redacts in the bot).
 
-`rules()` reads the rule tables of binloop's one redactor (`pipeline_runner.redact`)
+`rules()` reads the rule tables of binloop's one redactor (`binloop.core.redact`)
 and writes them in JavaScript's regex dialect: a leading `(?i)` becomes the `i` flag,
 `\\1` in a replacement becomes `$1`. `bridge/redact-rules.json` is its output, committed
 so that the bridge package is self-contained; tests/test_hanzo_bridge.py fails when the
@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import orjson
 
-from pipeline_runner import redact
+from binloop.core import redact
 
 RULES_FILE: Final = Path(__file__).resolve().parent / "bridge" / "redact-rules.json"
 
@@ -37,7 +37,7 @@ def _js(pattern: re.Pattern[str], replacement: str | None = None) -> dict[str, s
 def rules() -> dict[str, Any]:
     secret_key = _js(redact._SECRET_KEY)
     secret_key["flags"] = secret_key["flags"].replace("g", "")
-    return {"source": "pipeline_runner/redact.py", "mask": redact.MASK,
+    return {"source": "binloop/core/redact.py", "mask": redact.MASK,
             "secret_key": secret_key,
             "text": [_js(p, r) for p, r in (*redact._SHAPES, *redact._ASSIGNMENTS)]}
 

@@ -1,4 +1,4 @@
-// binloop's redaction rules (redact-rules.json, exported from pipeline_runner/redact.py),
+// binloop's redaction rules (redact-rules.json, exported from binloop/core/redact.py),
 // applied in the bot before a record leaves it: values under secret-looking keys, then
 // every text rule over every string (args and error text).
 import { readFileSync } from "node:fs";

@@ -1,4 +1,4 @@
-// NATS subject tokens exactly as binloop escapes them (binloop/subjects.py): A-Z a-z 0-9
+// NATS subject tokens exactly as binloop escapes them (binloop/nats/subjects.py): A-Z a-z 0-9
 // _ - stay, every other character becomes %XX per UTF-8 byte, and a token over 160
 // characters keeps a prefix and ends with `~` and 32 hex of the value's sha256.
 import { createHash } from "node:crypto";
