@@ -16,9 +16,9 @@ import pytest
 
 from binloop.demo.hanzo_bot import BotUnavailable, HanzoBot, ensure_bot
 from binloop.library.hanzo_load_path import LOAD_PATH_DIR, plugin_id, write_load_path
+from binloop.library.store import ToolLibrary
 from pipeline_runner.design import Design
 from pipeline_runner.designers.offline import OfflineDesigner
-from binloop.library.store import ToolLibrary
 from tests.buildkit import runner_for
 from tests.test_offline_designer import scenario_event
 from tests.test_runner import payment_event

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from binloop.core.redact import Redactor
 from binloop.core.schema import validate_record
 from binloop.nats.subjects import subject_token
 from pipeline_runner.hanzo.redact_rules import RULES_FILE, rules_json
-from binloop.core.redact import Redactor
 from pipeline_runner.toolchain import ToolchainUnavailable, node_binary
 from tests.test_redact import SECRETS
 

@@ -15,10 +15,10 @@ from typing import Any
 import nats
 import pytest
 
+from binloop.core.schema import validate_record
 from binloop.demo.hanzo_bot import BotUnavailable, ensure_bot
 from binloop.demo.hanzo_run import bridge_dir, demo_file
 from binloop.nats.server import NatsServer, free_port
-from binloop.core.schema import validate_record
 from pipeline_runner.toolchain import ensure_nats_client
 
 pytestmark = pytest.mark.slow

@@ -16,8 +16,8 @@ import pytest
 
 from binloop.cli.commands.detect import detect
 from binloop.core.config import Config
-from binloop.replay import hanzo
 from binloop.core.schema import InvalidRecord
+from binloop.replay import hanzo
 
 SESSION_MS = 1764590000000
 

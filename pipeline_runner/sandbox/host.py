@@ -30,10 +30,10 @@ from typing import Any, Final
 
 import orjson
 
-from binloop.library import manifest as mf
 from binloop.core.fsutil import sha256_bytes
-from binloop.library.store import ToolLibrary
 from binloop.core.names import UnsafeName, check_relpath
+from binloop.library import manifest as mf
+from binloop.library.store import ToolLibrary
 from pipeline_runner.sandbox.runner import Limits, Sandbox
 
 ACTIVE: Final = ("stable", "probationary")
