@@ -229,7 +229,7 @@ class Config:
                                 parse=optional_text, metavar="PATH")
     input_format: str = setting("binloop", "how the input's lines are written: binloop (the "
                                 "record) or hanzo (the Hanzo bot's telemetry files)",
-                                groups=("detect", "flow"), parse=lambda t: _input_format(t),
+                                groups=("detect", "flow"), parse=lambda t: _format_name(t),
                                 metavar="FORMAT")
     out: str | None = setting(None, "write BINEvents to this JSONL file (default: stdout)",
                               groups=("detect", "flow"), parse=optional_text, metavar="FILE")
@@ -470,10 +470,11 @@ class Config:
                 for f in dataclasses.fields(self)}
 
 
-def _input_format(text: str) -> str:
-    from binloop.replay.formats import parse_format
-
-    return parse_format(text)
+def _format_name(text: str) -> str:
+    """A format's name; the registry (binloop.replay.formats) says whether it exists."""
+    if not text.strip():
+        raise ValueError("an input format name is required")
+    return text.strip()
 
 
 def _choice(text: str, choices: tuple[str, ...]) -> str:

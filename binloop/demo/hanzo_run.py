@@ -61,9 +61,12 @@ def agent_settings(workdir: Path, library: Path, nats_url: str, session: str, bo
             "stateDir": str(workdir / "bot-state"), "waitForToolsMs": int(wait_s * 1000)}
 
 
+class HanzoAgentUnavailable(Exception):
+    """No bot runtime or no NATS client for the Hanzo agent (the message says why)."""
+
+
 def start_hanzo_agent(demo: Any, nats_url: str, session: str) -> Child:
     from binloop.demo.hanzo_bot import BotUnavailable, ensure_bot
-    from binloop.demo.run import DemoFailed
     from pipeline_runner.toolchain import ToolchainUnavailable, ensure_nats_client
 
     cache = Path(demo.env.get("BINLOOP_TOOLCHAIN_DIR") or
@@ -72,7 +75,8 @@ def start_hanzo_agent(demo: Any, nats_url: str, session: str) -> Child:
         bot = ensure_bot(cache)
         nats_module = ensure_nats_client(cache)
     except (BotUnavailable, ToolchainUnavailable) as exc:
-        raise DemoFailed(f"--agent hanzo needs a Hanzo bot runtime: {exc}") from None
+        raise HanzoAgentUnavailable(f"--agent hanzo needs a Hanzo bot runtime: {exc}"
+                                    ) from None
     demo.timeline.add("demo", f"Hanzo bot runtime: hanzoai/bot {bot.commit[:12]} from source "
                               f"({bot.root}), node {bot.node}")
     left = max(30.0, demo.deadline - time.monotonic())

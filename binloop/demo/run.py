@@ -199,9 +199,12 @@ class Demo:
     def _start_agent(self, url: str) -> None:
         session = f"trip-{os.urandom(3).hex()}"
         if self.options.agent == "hanzo":
-            from binloop.demo.hanzo_run import start_hanzo_agent
+            from binloop.demo.hanzo_run import HanzoAgentUnavailable, start_hanzo_agent
 
-            self.agent = start_hanzo_agent(self, url, session)
+            try:
+                self.agent = start_hanzo_agent(self, url, session)
+            except HanzoAgentUnavailable as exc:
+                raise DemoFailed(str(exc)) from None
             self.processes.callback(self._stop_agent)
             return
         left = f"{max(30.0, self.deadline - time.monotonic()):.0f}"

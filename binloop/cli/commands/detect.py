@@ -32,8 +32,10 @@ def run(args: argparse.Namespace) -> int:
 
 def detect(config: Config) -> Any:
     """Run the configured engine on `config.input`; returns its RunSummary."""
+    from binloop.replay.formats import parse_format
     from binloop.replay.inputs import list_input_files
 
+    parse_format(config.input_format)  # fail early and clearly on an unknown format
     list_input_files(config.input or "")  # fail early and clearly on a bad path
     if config.engine == "reference":
         from binloop.engines.reference import run_reference
