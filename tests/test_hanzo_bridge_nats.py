@@ -42,10 +42,13 @@ class Harness:
         return self.read()
 
     def read(self) -> dict[str, Any]:
+        """The harness's next reply (the bot's own log lines on stdout are skipped)."""
         assert self.proc.stdout
-        line = self.proc.stdout.readline()
-        assert line, f"the harness exited ({self.proc.wait()})"
-        return dict(json.loads(line))
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, f"the harness exited ({self.proc.wait()})"
+            if line.startswith('{"op":'):
+                return dict(json.loads(line))
 
     def counters(self, until: Any, timeout_s: float = 60) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -165,8 +168,10 @@ def test_buffer_replay_credentials_and_pause(tmp_path: Path) -> None:
             # The held call is not telemetry: only the call after resume was added.
             assert final["published"] == 3
         finally:
-            harness.ask({"op": "exit"})
             server.stop()
+            if harness.proc.poll() is None and harness.proc.stdin:
+                harness.proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
+                harness.proc.stdin.flush()
     finally:
         if harness.proc.poll() is None:
             harness.proc.kill()
