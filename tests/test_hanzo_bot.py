@@ -25,6 +25,7 @@ from tests.test_runner import payment_event
 
 pytestmark = pytest.mark.slow
 HARNESS = Path(__file__).resolve().parent / "hanzo_loader_check.mjs"
+OPENCLAW_HARNESS = Path(__file__).resolve().parent / "openclaw_loader_check.mjs"
 SECRET = "bot-side-secret-4f1c"
 EXECUTE = "const details = await answer(isObject(params) ? params : {}, hostInvoke, signal);"
 PROBE = ("const details = { ...(await answer(isObject(params) ? params : {}, hostInvoke, signal)),"
@@ -105,3 +106,19 @@ def test_the_bots_loader_loads_the_active_proxies_and_calls_run_sandboxed(
     assert probe["secret"] is None
     assert "BINLOOP_PROBE_SECRET" not in probe["env"]
     assert probe["cwd"] != str(root) and not probe["cwd"].startswith(str(root))
+
+    # The openclaw package's own loader agrees (it also wants `contracts.tools`, which the
+    # proxies declare; bundled plugins off with its OPENCLAW_DISABLE_BUNDLED_PLUGINS).
+    dist = typescript_target.sdk().node_modules / "openclaw" / "dist"
+    run = subprocess.run([str(bot.node), "--disable-warning=ExperimentalWarning",
+                          str(OPENCLAW_HARNESS), str(dist), str(tmp_path / "calls.json"),
+                          str(root / LOAD_PATH_DIR)], capture_output=True, text=True,
+                         env=env, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    package = json.loads(run.stdout.strip().splitlines()[-1])
+    assert sorted((p["id"], p["status"]) for p in package["plugins"]) == \
+        sorted((plugin_id(n), "loaded") for n in active)
+    for name in active:
+        assert package["results"][name]["ok"], package["results"][name]
+    probe = package["results"][ts.tool["name"]]["result"]["details"]["binloop_probe"]
+    assert probe["secret"] is None and probe["pid"] != package["pid"]

@@ -80,8 +80,9 @@ def proxy_files(library_root: Path, entry: mf.ToolEntry, python: str) -> dict[st
                 .replace("\u2029", "\\u2029")
             line = f"{head} = {value};"
         lines.append(line)
+    # `contracts.tools`: the openclaw package's loader requires it (the bot ignores it).
     manifest = _json({"id": pid, "name": name, "description": description,
-                      "configSchema": CONFIG_SCHEMA})
+                      "configSchema": CONFIG_SCHEMA, "contracts": {"tools": [name]}})
     return {
         "index.ts": ("\n".join(lines) + "\n").encode(),
         "host_client.ts": (TEMPLATES / "host_client.ts").read_bytes(),

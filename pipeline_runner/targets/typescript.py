@@ -50,8 +50,9 @@ def plugin_id(tool_name: str) -> str:
 
 def manifest(plugin: str, name: str, description: str) -> bytes:
     """openclaw.plugin.json / bot.plugin.json (the same content under both names)."""
+    # `contracts.tools`: the openclaw package's loader requires it (the bot ignores it).
     return _json({"id": plugin, "name": name, "description": description,
-                  "configSchema": CONFIG_SCHEMA})
+                  "configSchema": CONFIG_SCHEMA, "contracts": {"tools": [name]}})
 
 
 def _json(value: object) -> bytes:
