@@ -46,6 +46,7 @@ class DemoOptions:
     theta: int = default("theta")
     latency_s: float = 0.1
     verbose: bool = False
+    agent: str = "python"  # or "hanzo": the agent runs in a Hanzo bot's plugin runtime
 
 
 def new_workdir(base: Path) -> Path:
@@ -134,7 +135,8 @@ class Demo:
 
     # -- starting ----------------------------------------------------------------------------
     def run(self) -> None:
-        self.timeline.add("demo", f"work directory {self.workdir} (target {self.options.target})")
+        self.timeline.add("demo", f"work directory {self.workdir} (target {self.options.target}, "
+                                  f"agent {self.options.agent})")
         if self.options.target == "typescript":
             self._toolchain()
         url = self._nats()
@@ -197,6 +199,15 @@ class Demo:
 
     def _start_agent(self, url: str) -> None:
         session = f"trip-{os.urandom(3).hex()}"
+        if self.options.agent == "hanzo":
+            from binloop.demo.hanzo_run import HanzoAgentUnavailable, start_hanzo_agent
+
+            try:
+                self.agent = start_hanzo_agent(self, url, session)
+            except HanzoAgentUnavailable as exc:
+                raise DemoFailed(str(exc)) from None
+            self.processes.callback(self._stop_agent)
+            return
         left = f"{max(30.0, self.deadline - time.monotonic()):.0f}"
         args = ["--nats", url, "--library", str(self.library), "--target", self.options.target,
                 "--session", session, "--telemetry-log", str(self.workdir / "telemetry.jsonl"),
@@ -234,7 +245,9 @@ class Demo:
             tail = self.agent.log_tail() if self.agent else ""
             raise DemoFailed(f"the agent exited with {code}: {report.get('reason') or 'see log'}"
                              f" (see logs/agent.log)\n{tail}")
-        state = report.get("state") or {}
+        state = report.get("state") or {  # the Hanzo agent reports its bookings at the top
+            "done": report.get("done", []),
+            "total": len(report.get("done", [])) + len(report.get("pending", []))}
         retried = sum(1 for d in state.get("done", []) if d.get("retried"))
         self.timeline.add("agent", f"finished (exit 0): {len(state.get('done', []))} of "
                                    f"{state.get('total')} booked, {retried} of them retried "

@@ -24,9 +24,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--target", choices=("python", "typescript"), default="python",
                         help="the generated tool: a Python module or a Hanzo bot plugin in "
                              "TypeScript (default: python)")
-    parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+    parser.add_argument("--agent", choices=("python", "hanzo"), default="python",
+                        help="the agent: binloop's Python reference agent, or the same job "
+                             "inside a Hanzo bot's plugin runtime (its loader and hook "
+                             "runner) with binloop's bridge plugin (docs/hanzo.md)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="give up when the loop has not closed after this long "
-                             "(default: 300, the paper's budget)")
+                             "(default: 300, the paper's budget; 1200 with --agent hanzo, "
+                             "whose bot runtime takes minutes to start)")
     parser.add_argument("--latency", type=float, default=0.1, metavar="SECONDS",
                         help="how long each mock airline call of the agent takes "
                              "(default: 0.1)")
@@ -38,6 +43,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from binloop.demo.run import DemoOptions, run_demo
 
+    if args.timeout is None:
+        args.timeout = 1200.0 if args.agent == "hanzo" else 300.0
     if args.timeout <= 0 or args.latency < 0:
         raise ValueError("--timeout must be > 0 and --latency >= 0")
     if args.workdir is not None:
@@ -45,4 +52,5 @@ def run(args: argparse.Namespace) -> int:
 
         ensure_output_dir(args.workdir)
     return run_demo(DemoOptions(args.workdir, args.target, args.timeout,
-                                latency_s=args.latency, verbose=args.verbose))
+                                latency_s=args.latency, verbose=args.verbose,
+                                agent=args.agent))

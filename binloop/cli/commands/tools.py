@@ -6,6 +6,7 @@
     binloop tools quarantine NAME  --library DIR [--reason TEXT]
     binloop tools rollback NAME    --library DIR [--to VERSION]
     binloop tools apply --telemetry FILE --library DIR   (count uses, promote/quarantine)
+    binloop tools hanzo-plugins    --library DIR   (the Hanzo bot load path: docs/hanzo.md)
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ def register(subparsers: Any) -> None:
                               ("quarantine", "quarantine a tool by hand"),
                               ("rollback", "make an earlier version of a tool the active one"),
                               ("apply", "count the uses in a telemetry file (promotions, "
-                                        "quarantines)")):
+                                        "quarantines)"),
+                              ("hanzo-plugins", "write the library's Hanzo bot load path (a "
+                                                "proxy plugin per active tool), kept in step "
+                                                "with the manifest from then on")):
         sub = actions.add_parser(action, help=help_text)
-        if action not in ("list", "apply"):
+        if action not in ("list", "apply", "hanzo-plugins"):
             sub.add_argument("name", help="tool name")
         if action in ("promote", "quarantine"):
             sub.add_argument("--reason", default="by hand", help="why (kept in the manifest)")
@@ -125,6 +129,21 @@ def _rollback(args: argparse.Namespace, config: Any, library: Any) -> int:
     return 0
 
 
+def _hanzo_plugins(args: argparse.Namespace, config: Any, library: Any) -> int:
+    from binloop.library.hanzo_load_path import write_load_path
+
+    manifest = library.read()
+    path = write_load_path(library.root, manifest)
+    plugins = sorted(p.name for p in path.iterdir() if p.is_dir())
+    if args.json:
+        _print_json({"load_path": str(path), "plugins": plugins})
+    else:
+        print(f"load path {path} ({len(plugins)} plugins): set plugins.load.paths to it")
+        for name in plugins:
+            print(f"  {name}")
+    return 0
+
+
 def _apply(args: argparse.Namespace, config: Any, library: Any) -> int:
     from binloop.core.schema import InvalidRecord, parse_record
     from pipeline_runner.factory import policy_of
@@ -154,4 +173,5 @@ def _apply(args: argparse.Namespace, config: Any, library: Any) -> int:
 
 
 _ACTIONS = {"list": _list, "show": _show, "promote": _status("stable"),
-            "quarantine": _status("quarantined"), "rollback": _rollback, "apply": _apply}
+            "quarantine": _status("quarantined"), "rollback": _rollback, "apply": _apply,
+            "hanzo-plugins": _hanzo_plugins}
