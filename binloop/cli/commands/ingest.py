@@ -85,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
+        # Requests being answered finish (their records stored) before the sink closes;
+        # new ones on kept-alive connections get 503 and are retried elsewhere or later.
+        server.receiver.stop()
         server.server_close()
         sink.close()
         counters = server.receiver.stats.to_json()
