@@ -8,6 +8,7 @@ from typing import Any, TypedDict
 import orjson
 
 from binloop.schema import SessionId, ToolInvocation
+from pipeline_runner.redact import redact_event
 
 
 class BINEvent(TypedDict):
@@ -31,5 +32,7 @@ def event_id(tool: str, failure_mode: str, arm_epoch: int) -> str:
 
 
 def dumps_event(event: BINEvent) -> bytes:
-    """Canonical JSONL encoding of an event (sorted keys, no newline)."""
-    return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+    """Canonical JSONL encoding of an event (sorted keys, no newline), its evidence
+    redacted: every writer of events (files, stdout, BIN_EVENTS, the build queue)
+    encodes through here."""
+    return orjson.dumps(redact_event(event), option=orjson.OPT_SORT_KEYS)

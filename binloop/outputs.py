@@ -11,6 +11,7 @@ from binloop.config import Config
 from binloop.events import BINEvent, dumps_event
 from binloop.jsonl import JsonlFileWriter, event_key
 from binloop.schema import DeadLetter, ToolInvocation, dumps_record
+from pipeline_runner.redact import redact_dead_letter, redact_record
 
 
 def late_letter(rec: ToolInvocation) -> DeadLetter:
@@ -20,7 +21,13 @@ def late_letter(rec: ToolInvocation) -> DeadLetter:
 
 
 def dumps_dead(letter: DeadLetter) -> bytes:
-    return orjson.dumps(letter.to_json())
+    """A dead letter as JSON, redacted (its raw input may hold secrets)."""
+    return orjson.dumps(redact_dead_letter(letter).to_json())
+
+
+def dumps_late(rec: ToolInvocation) -> bytes:
+    """A late record as JSON, its args and error redacted."""
+    return dumps_record(redact_record(rec))
 
 
 class Outputs:
@@ -54,7 +61,7 @@ class Outputs:
 
     def late(self, records: Iterable[ToolInvocation]) -> None:
         if self._late is not None:
-            self._late.write([dumps_record(rec) for rec in records])
+            self._late.write([dumps_late(rec) for rec in records])
         else:
             self.dead(late_letter(rec) for rec in records)
 

@@ -20,8 +20,8 @@ from binloop.events import BINEvent, dumps_event
 from binloop.inputs import RawChunk
 from binloop.jsonl import event_key
 from binloop.logs import json_line
-from binloop.outputs import dumps_dead, late_letter
-from binloop.schema import DeadLetter, ToolInvocation, dumps_record
+from binloop.outputs import dumps_dead, dumps_late, late_letter
+from binloop.schema import DeadLetter, ToolInvocation
 from flows.file_source import TelemetryFileSource
 from flows.operators import (
     DetectOut,
@@ -31,6 +31,7 @@ from flows.operators import (
     detect_friction,
     parse_telemetry,
 )
+from pipeline_runner.redact import redact_dead_letter
 from sinks.jsonl_file import JsonlFileSink
 from sinks.stdout import StdOutLinesSink
 from sinks.summary import OnSummary, SummarySink
@@ -83,7 +84,7 @@ def write_events(events: Stream[BINEvent], config: Config) -> None:
 
 def _write_rejects(dead: Stream[DeadLetter], late: Stream[ToolInvocation], config: Config) -> None:
     if config.late_out:
-        late_lines = op.map("encode_late", late, lambda r: (r["id"], dumps_record(r)))
+        late_lines = op.map("encode_late", late, lambda r: (r["id"], dumps_late(r)))
         op.output("late_out", late_lines, JsonlFileSink(config.late_out))
     else:
         dead = op.merge("dead_and_late", dead, op.map("late_as_dead", late, late_letter))
@@ -103,7 +104,7 @@ def _dead_text_line(letter: DeadLetter) -> bytes:
 def _dead_log_line(letter: DeadLetter) -> bytes:
     """A dead letter on stderr as a JSON log line (`--log-format json`)."""
     return json_line("binloop.dead_letter", "dead letter", "warning",
-                     dead_letter=letter.to_json())
+                     dead_letter=redact_dead_letter(letter).to_json())
 
 
 def build_flow(config: Config, source: Source[RawChunk] | None = None) -> Dataflow:

@@ -26,9 +26,9 @@ from pipeline_runner.audit import BuildAudit, BuildOutcome, StageRecord
 from pipeline_runner.control import AgentControl, LogControl, write_checkpoint
 from pipeline_runner.design import Design, InvalidDesign, check_design, design_from_json
 from pipeline_runner.designers import Designer
-from pipeline_runner.event_input import for_design
+from pipeline_runner.event_input import InvalidEvent, check_event, for_design
 from pipeline_runner.fsutil import sha256_bytes, write_tree
-from pipeline_runner.library import Commit, ToolLibrary
+from pipeline_runner.library import BUILD_ID, Commit, ToolLibrary
 from pipeline_runner.names import check_relpath
 from pipeline_runner.redact import Redactor
 from pipeline_runner.sandbox import detect_isolation
@@ -101,8 +101,14 @@ class BuildRunner:
         self.timeouts = timeouts or StageTimeouts()
 
     def build(self, event: BINEvent, build_id: str | None = None) -> BuildResult:
-        """Run the whole pipeline for one event; never raises for a stage failure."""
+        """Run the whole pipeline for one event; never raises for a stage failure.
+
+        Raises :class:`InvalidEvent` for an event that is not one (e.g. an `event_id`
+        that is not 64 hex characters: file names derive from it)."""
+        event = check_event(event)
         build_id = build_id or new_build_id(event["event_id"])
+        if not BUILD_ID.fullmatch(build_id):
+            raise InvalidEvent(f"build id {build_id!r:.80} must match {BUILD_ID.pattern}")
         already = self._already_built(event)
         if already is not None:
             return already
