@@ -68,6 +68,7 @@ class Rules:
     entropy_bits: float
     entropy_skip_prefixes: tuple[str, ...]
     entropy_exempt: tuple[re.Pattern[str], ...]
+    entropy_exempt_within: tuple[re.Pattern[str], ...]
 
 
 def _flags(letters: str) -> int:
@@ -97,7 +98,9 @@ def rules() -> Rules:
         entropy_token=re.compile(entropy["token_pattern"], re.ASCII),
         entropy_bits=float(entropy["min_bits_per_char"]),
         entropy_skip_prefixes=tuple(entropy["skip_if_starts_with"]),
-        entropy_exempt=tuple(re.compile(p, re.ASCII) for p in entropy["exempt_patterns"]))
+        entropy_exempt=tuple(re.compile(p, re.ASCII) for p in entropy["exempt_patterns"]),
+        entropy_exempt_within=tuple(re.compile(p, re.ASCII)
+                                    for p in entropy["exempt_if_contains"]))
 
 
 def key_words(key: str) -> list[str]:
@@ -131,7 +134,8 @@ def is_high_entropy(token: str) -> bool:
     if not (any(c.islower() for c in token) and any(c.isupper() for c in token)
             and any(c.isdigit() for c in token)):
         return False
-    if any(p.fullmatch(token) for p in ruleset.entropy_exempt):
+    if any(p.fullmatch(token) for p in ruleset.entropy_exempt) or any(
+            p.search(token) for p in ruleset.entropy_exempt_within):
         return False
     return shannon_bits(token) >= ruleset.entropy_bits
 
@@ -149,22 +153,35 @@ class Redactor:
     count: int = 0
 
     def _apply(self, text: str, code: bool) -> str:
-        ruleset = rules()
-        for rule in ruleset.text:
-            if code and not rule.in_code:
-                continue
-            text = rule.pattern.sub(lambda m, r=rule: self._mask_match(m, r), text)  # type: ignore[misc]
+        for rule in rules().text:
+            if not code or rule.in_code:
+                text = self._apply_rule(rule, text)
         return text
 
-    def _mask_match(self, match: re.Match[str], rule: TextRule) -> str:
-        if rule.key_group is not None and not is_secret_key(match.group(rule.key_group)):
-            return match.group(0)
-        start, end = match.span(rule.secret_group)
-        if start == end:
-            return match.group(0)
-        self.count += 1
-        whole = match.start()
-        return match.group(0)[: start - whole] + MASK + match.group(0)[end - whole:]
+    def _apply_rule(self, rule: TextRule, text: str) -> str:
+        """Mask the union of the secret spans of every accepted match of `rule`
+        (a value may sit in a lookahead, so that a non-secret `key=` does not hide
+        the secret `KEY=` that follows it)."""
+        spans: list[tuple[int, int]] = []
+        for match in rule.pattern.finditer(text):
+            if rule.key_group is not None and not is_secret_key(match.group(rule.key_group)):
+                continue
+            start, end = match.span(rule.secret_group)
+            if start < end:
+                spans.append((start, end))
+        if not spans:
+            return text
+        out, done = [], 0
+        for start, end in sorted(spans):
+            if end <= done:
+                continue
+            if start >= done:
+                out.append(text[done:start])
+                self.count += 1
+                out.append(MASK)
+            done = end
+        out.append(text[done:])
+        return "".join(out)
 
     def _entropy(self, text: str) -> str:
         def mask(match: re.Match[str]) -> str:

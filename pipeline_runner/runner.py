@@ -109,9 +109,14 @@ class BuildRunner:
         build_id = build_id or new_build_id(event["event_id"])
         if not BUILD_ID.fullmatch(build_id):
             raise InvalidEvent(f"build id {build_id!r:.80} must match {BUILD_ID.pattern}")
-        already = self._already_built(event)
-        if already is not None:
-            return already
+        with self.library.build_lock():
+            # Checked under the lock: of N concurrent builds of one event, one builds.
+            already = self._already_built(event)
+            if already is not None:
+                return already
+            return self._build_unlocked(event, build_id)
+
+    def _build_unlocked(self, event: BINEvent, build_id: str) -> BuildResult:
         redactor = Redactor()
         design_event = for_design(event, redactor)
         audit = BuildAudit(build_id, dict(design_event), self.designer.name, self.target.name)
