@@ -303,6 +303,7 @@ class RedactingFilter(logging.Filter):
         clean = redact_text(message)
         if clean != message:
             record.msg, record.args = clean, None
-        if record.exc_info and not record.exc_text:
+        if record.exc_info:
+            # Always from exc_info: another handler may have cached the raw text already.
             record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
         return True
