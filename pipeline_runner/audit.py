@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeline_runner.fsutil import atomic_write_json
-from pipeline_runner.redact import Redactor
+from binloop.core.fsutil import atomic_write_json
+from binloop.core.redact import Redactor
 
 StageOutcome = Literal["ok", "failed", "timeout", "crashed", "skipped"]
 BuildOutcome = Literal["gated", "rolled_back", "error"]

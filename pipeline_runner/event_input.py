@@ -2,7 +2,7 @@
 
 An event from a file or the wire is checked field by field (`event_id` is 64
 lower-case hex characters, since queue, re-arm and audit file names derive from it;
-evidence records go through the one record validator, `binloop.schema.validate_record`);
+evidence records go through the one record validator, `binloop.core.schema.validate_record`);
 an invalid event
 raises :class:`InvalidEvent` with the reason (the sink dead-letters it). Before a
 designer sees it, every secret in the evidence is redacted and the evidence is cut to
@@ -11,14 +11,14 @@ the newest `evidence_max` (3) records, as the paper's design step prescribes.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import orjson
 
-from binloop.events import BINEvent
-from binloop.schema import InvalidRecord, validate_record
-from pipeline_runner.names import UnsafeName, check_event_id
-from pipeline_runner.redact import Redactor
+from binloop.core.events import BINEvent
+from binloop.core.names import UnsafeName, check_event_id
+from binloop.core.redact import Redactor
+from binloop.core.schema import InvalidRecord, validate_record
 
 DESIGN_EVIDENCE_MAX: Final = 3
 _REQUIRED: Final = {"event_id": str, "tool": str, "failure_mode": str, "evidence": list}
@@ -71,4 +71,4 @@ def for_design(event: BINEvent, redactor: Redactor,
     """The event as a designer may see it: redacted, evidence cut to the newest records."""
     cut = dict(event)
     cut["evidence"] = event["evidence"][-evidence_max:]
-    return redactor.event(cut)  # type: ignore[arg-type]
+    return cast(BINEvent, redactor.event(cut))

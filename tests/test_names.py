@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline_runner.names import (
+from binloop.core.names import (
     UnsafeName,
     check_event_id,
     escape_name,

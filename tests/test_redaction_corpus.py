@@ -20,8 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from binloop.nats_server import NatsServer
-from pipeline_runner.redact import (
+from binloop.core.redact import (
     MASK,
     RULES_PATH,
     Redactor,
@@ -29,6 +28,7 @@ from pipeline_runner.redact import (
     redact_event,
     rules,
 )
+from binloop.nats.server import NatsServer
 from tests import redaction_corpus as rc
 
 REPO = Path(__file__).resolve().parents[1]
@@ -149,7 +149,7 @@ process.stdout.write(JSON.stringify(out));
 def test_log_lines_are_redacted() -> None:
     """Messages and tracebacks: the text rules (the entropy rule is for evidence only:
     log lines carry build ids and event ids)."""
-    from binloop.logs import setup_logging
+    from binloop.core.logs import setup_logging
 
     for log_format in ("text", "json"):
         stream = io.StringIO()
@@ -215,13 +215,13 @@ def test_detect_writes_no_secret_to_events_dead_letters_or_stderr(tmp_path: Path
 
 
 def _ids_of(telemetry: Path) -> list[bytes]:
-    from binloop.schema import dumps_record, validate_record
+    from binloop.core.schema import dumps_record, validate_record
 
     return [dumps_record(validate_record(r, limits=_no_skew())) for r in rc.failing_records()]
 
 
 def _no_skew() -> Any:
-    from binloop.schema import RecordLimits
+    from binloop.core.schema import RecordLimits
 
     return RecordLimits(max_future_skew_ms=None)
 
@@ -230,7 +230,7 @@ def _no_skew() -> Any:
 def test_the_live_job_sends_no_secret_to_bin_events(tmp_path: Path) -> None:
     """`binloop run` against a real nats-server: BIN_EVENTS, the events file, the dead
     letters and the job's log hold none of the corpus's secrets."""
-    from binloop.commands.run import run_live
+    from binloop.cli.commands.run import run_live
     from tests.nats_fixtures import live_config, publish, stream_messages
 
     server = NatsServer(store_dir=tmp_path / "nats")
@@ -239,7 +239,7 @@ def test_the_live_job_sends_no_secret_to_bin_events(tmp_path: Path) -> None:
         publish(server.url, rc.telemetry_lines())
         config = live_config(server.url, tmp_path, max_future_skew="off", theta="3")
         stream = io.StringIO()
-        from binloop.logs import setup_logging
+        from binloop.core.logs import setup_logging
 
         setup_logging("json", "debug", stream)
         try:

@@ -17,9 +17,9 @@ from typing import Any
 import orjson
 import pytest
 
-from binloop.events import dumps_event
+from binloop.core.events import dumps_event
+from binloop.library.store import ToolLibrary
 from pipeline_runner.event_input import InvalidEvent
-from pipeline_runner.library import ToolLibrary
 from pipeline_runner.queue import BuildQueue
 from pipeline_runner.rearm import RearmScheduler
 from pipeline_runner.runner import BuildResult
