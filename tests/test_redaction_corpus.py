@@ -294,3 +294,16 @@ def test_a_build_writes_no_secret_to_audit_library_or_designer_input(tmp_path: P
     audit = orjson.loads(next(p for p in files if p.parent.name == "audit").read_bytes())
     # Fewer than the forms: a PEM block without its END line masks the rest of its text.
     assert audit["redactions"] >= len(rc.secrets()) // 2
+
+
+def test_needles_are_sound_on_the_corpus() -> None:
+    """A rule's needles only skip texts the rule cannot match: wherever its pattern
+    matches a corpus text (or a mutation of it), one of its needles is in that text."""
+    texts = [t for f in rc.secrets() for t in (f.get("error"), f.get("arg_text")) if t]
+    texts += [orjson.dumps(f["args"]).decode() for f in rc.secrets() if "args" in f]
+    texts += [t.upper() for t in texts] + [t.lower() for t in texts]
+    for rule in rules().text:
+        for text in texts:
+            if rule.pattern.search(text):
+                haystack = text.lower() if rule.folded else text
+                assert any(n in haystack for n in rule.needles), (rule.id, text)

@@ -58,6 +58,9 @@ class TextRule:
     secret_group: int
     key_group: int | None
     in_code: bool
+    # The rule can match only a text holding one of these (lower-case if `folded`).
+    needles: frozenset[str]
+    folded: bool
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ class Rules:
     secret_phrases: frozenset[tuple[str, str]]
     not_secret_last: frozenset[str]
     text: tuple[TextRule, ...]
+    needles: tuple[str, ...]
+    folded_needles: tuple[str, ...]
     entropy_token: re.Pattern[str]
     entropy_bits: float
     entropy_skip_prefixes: tuple[str, ...]
@@ -91,13 +96,16 @@ def rules() -> Rules:
         raise ValueError(f"{RULES_PATH}: mask must be {MASK!r}")
     keys, entropy = data["keys"], data["entropy"]
     text = tuple(TextRule(r["id"], re.compile(r["pattern"], _flags(r["flags"])),
-                          r["secret_group"], r.get("key_group"), r["scope"] == "any")
+                          r["secret_group"], r.get("key_group"), r["scope"] == "any",
+                          frozenset(r.get("needles", ())), "i" in r["flags"])
                  for r in data["text_rules"])
     return Rules(
         word=re.compile(keys["word_pattern"], re.ASCII),
         secret_words=frozenset(keys["secret_words"]),
         secret_phrases=frozenset((a, b) for a, b in keys["secret_phrases"]),
         not_secret_last=frozenset(keys["not_secret_last_words"]), text=text,
+        needles=tuple(sorted({n for r in text if not r.folded for n in r.needles})),
+        folded_needles=tuple(sorted({n for r in text if r.folded for n in r.needles})),
         entropy_token=re.compile(entropy["token_pattern"], re.ASCII),
         entropy_bits=float(entropy["min_bits_per_char"]),
         entropy_skip_prefixes=tuple(entropy["skip_if_starts_with"]),
@@ -156,9 +164,18 @@ class Redactor:
     count: int = 0
 
     def _apply(self, text: str, code: bool) -> str:
-        for rule in rules().text:
-            if not code or rule.in_code:
-                text = self._apply_rule(rule, text)
+        ruleset = rules()
+        lower = text.lower()
+        present = {n for n in ruleset.needles if n in text}
+        folded = {n for n in ruleset.folded_needles if n in lower}
+        for rule in ruleset.text:
+            if code and not rule.in_code:
+                continue
+            if rule.needles and rule.needles.isdisjoint(folded if rule.folded else present):
+                continue
+            # Masking only removes text, and MASK adds no needle a rule needs: the
+            # needles found in the original text stay a superset.
+            text = self._apply_rule(rule, text)
         return text
 
     def _apply_rule(self, rule: TextRule, text: str) -> str:
