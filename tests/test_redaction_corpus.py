@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,10 +31,12 @@ from binloop.core.redact import (
 )
 from binloop.nats.server import NatsServer
 from tests import redaction_corpus as rc
+from tests.nonroot import as_user, binloop_cli, is_root, shared_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET_IDS = [form["id"] for form in rc.secrets()]
 ORDINARY_IDS = [form["id"] for form in rc.corpus()["ordinary"]]
+USERS = ["current", "nobody"] if is_root() else ["current"]
 
 
 def _alone(form: dict[str, Any]) -> dict[str, Any]:
@@ -258,9 +261,12 @@ def test_the_live_job_sends_no_secret_to_bin_events(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_build_writes_no_secret_to_audit_library_or_designer_input(tmp_path: Path) -> None:
+@pytest.mark.parametrize("user", USERS)
+def test_a_build_writes_no_secret_to_audit_library_or_designer_input(tmp_path: Path,
+                                                                     user: str) -> None:
     """`binloop build` from the events file that `binloop detect` wrote, with a designer
-    that records its input (what an LLM provider would receive)."""
+    that records its input (what an LLM provider would receive); as root and `nobody`."""
+    unprivileged = user == "nobody"
     telemetry = _write_telemetry(tmp_path / "telemetry.jsonl")
     events = tmp_path / "events.jsonl"
     run = _cli("detect", "--engine", "reference", "--input", str(telemetry), "--out",
@@ -276,11 +282,26 @@ def test_a_build_writes_no_secret_to_audit_library_or_designer_input(tmp_path: P
                                              strict=True)]
     raw_event.write_bytes(orjson.dumps(event))
     assert rc.leaks(raw_event.read_bytes()) != []
-    spy = tmp_path / "designer_input.jsonl"
-    library = tmp_path / "lib"
-    run = _cli("build", "--event", str(raw_event), "--library", str(library), "--designer",
-               "tests.redaction_corpus:spy_factory", "--json",
-               env={rc.SPY_ENV: str(spy)})
+    work = shared_dir("binloop-c2-redaction-")
+    try:
+        spy = work / "designer_input.jsonl"
+        library = work / "lib"
+        event_file = work / "raw_event.json"
+        shutil.copy(raw_event, event_file)
+        if is_root():
+            os.chown(event_file, 65534, 65534)
+        run = subprocess.run(
+            as_user([*binloop_cli(unprivileged), "build", "--event", str(event_file),
+                     "--library", str(library), "--designer",
+                     "tests.redaction_corpus:spy_factory", "--json"], unprivileged),
+            capture_output=True, timeout=600, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), rc.SPY_ENV: str(spy)})
+        _check_build(run, spy, library)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _check_build(run: subprocess.CompletedProcess[bytes], spy: Path, library: Path) -> None:
     assert run.returncode == 0, (run.stdout, run.stderr)
     result = orjson.loads(run.stdout)
     assert result["outcome"] == "gated", result["reason"]

@@ -9,6 +9,7 @@ hostile input succeeds (a file outside the library, a crash, an orphan directory
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from pipeline_runner.queue import BuildQueue
 from pipeline_runner.rearm import RearmScheduler
 from pipeline_runner.runner import BuildResult
 from tests.buildkit import event_of, failing_calls, runner_for
+from tests.nonroot import as_user, binloop_cli, is_root, shared_dir
 
 REPO = Path(__file__).resolve().parents[1]
 PAYMENT = [({"payment_methods": [{"payment_id": "gift_card_1", "amount": 10}]},
@@ -189,3 +191,41 @@ def test_four_concurrent_builds_of_one_event_gate_one_tool(tmp_path: Path) -> No
     assert sorted(r["reason"] for r in results) == ["", *["already built from this event"] * 3]
     shape = _library_shape(library)
     assert len(shape["tools"]) == 1 and shape["dirs"] == [f"tools/{next(iter(shape['tools']))}/v1"]
+
+
+# -- the non-root half: the real CLI as `nobody` (tests/nonroot.py, issue 11's fixture) --
+NONROOT_USERS = ["current", "nobody"] if is_root() else ["current"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("user", NONROOT_USERS)
+def test_hostile_names_and_ids_through_the_cli_as_each_user(user: str) -> None:
+    """`binloop build` run by root and by `nobody`: an event_id that is a path is refused
+    and writes nothing; a tool name with NUL and control characters builds."""
+    unprivileged = user == "nobody"
+    work = shared_dir("binloop-c2-inputs-")
+    try:
+        library = work / "lib"
+        bad = work / "bad.json"
+        bad.write_bytes(orjson.dumps({**payment_event(), "event_id": "/../../../.."}))
+        good = work / "good.json"
+        good.write_bytes(dumps_event(payment_event("book\x00flight\n#x")))  # type: ignore[arg-type]
+        if is_root():
+            os.chown(bad, 65534, 65534)
+            os.chown(good, 65534, 65534)
+        before = tree(work)
+        cli_argv = binloop_cli(unprivileged)
+        refused = subprocess.run(as_user([*cli_argv, "build", "--event", str(bad), "--library",
+                                          str(library)], unprivileged),
+                                 capture_output=True, text=True, timeout=300, cwd=work)
+        assert refused.returncode == 1 and "64 lower-case hex" in refused.stderr, refused.stderr
+        assert tree(work) == before
+        built = subprocess.run(as_user([*cli_argv, "build", "--event", str(good), "--library",
+                                        str(library), "--json"], unprivileged),
+                               capture_output=True, text=True, timeout=600, cwd=work)
+        assert built.returncode == 0, built.stdout + built.stderr
+        result = orjson.loads(built.stdout)
+        assert result["outcome"] == "gated" and result["tool"]["answers"]["tool"] == \
+            "book\x00flight\n#x"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
