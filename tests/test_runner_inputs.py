@@ -229,3 +229,25 @@ def test_hostile_names_and_ids_through_the_cli_as_each_user(user: str) -> None:
             "book\x00flight\n#x"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.parametrize("change", [
+    {"name": "../../escape"}, {"path": "tools/../../../etc/v1"}, {"path": "/etc/passwd"},
+    {"path": "tools/other/v1"}, {"name": "x\x00y"}])
+def test_a_tampered_manifest_is_refused_before_any_path_is_made(tmp_path: Path,
+                                                                change: dict[str, str]) -> None:
+    from binloop.library.manifest import ManifestError
+
+    result = runner_for(tmp_path / "lib").build(payment_event())  # type: ignore[arg-type]
+    assert result.outcome == "gated" and result.tool is not None
+    path = tmp_path / "lib" / "manifest.json"
+    manifest = orjson.loads(path.read_bytes())
+    [(name, entry)] = manifest["tools"].items()
+    if "name" in change:
+        entry["name"] = change["name"]
+        manifest["tools"] = {change["name"]: entry}
+    else:
+        entry["path"] = change["path"]
+    path.write_bytes(orjson.dumps(manifest))
+    with pytest.raises(ManifestError):
+        ToolLibrary(tmp_path / "lib").read()
