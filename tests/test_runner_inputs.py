@@ -242,7 +242,7 @@ def test_a_tampered_manifest_is_refused_before_any_path_is_made(tmp_path: Path,
     assert result.outcome == "gated" and result.tool is not None
     path = tmp_path / "lib" / "manifest.json"
     manifest = orjson.loads(path.read_bytes())
-    [(name, entry)] = manifest["tools"].items()
+    [entry] = manifest["tools"].values()
     if "name" in change:
         entry["name"] = change["name"]
         manifest["tools"] = {change["name"]: entry}

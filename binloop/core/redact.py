@@ -247,12 +247,14 @@ class Redactor:
         return value
 
     def record(self, rec: ToolInvocation) -> ToolInvocation:
-        """An evidence record: args and error redacted; ids and keys untouched."""
+        """An evidence record: args and error texts redacted; ids and keys untouched."""
         clean = dict(rec)
         if isinstance(clean.get("args"), dict):
             clean["args"] = self.value(clean["args"], None, entropy=True)
-        if isinstance(clean.get("error"), str):
-            clean["error"] = self.evidence_text(str(clean["error"]))
+        # The error text, and what the parse step derives from it (`error_template`).
+        for key, value in rec.items():
+            if key.startswith("error") and isinstance(value, str):
+                clean[key] = self.evidence_text(value)
         return clean  # type: ignore[return-value]
 
     def event(self, event: Event) -> Event:
