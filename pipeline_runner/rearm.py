@@ -23,6 +23,7 @@ import orjson
 
 from binloop.core.events import BINEvent
 from binloop.core.fsutil import atomic_write_bytes
+from binloop.core.names import check_event_id
 from pipeline_runner.runner import BuildResult
 
 Publish = Callable[[dict[str, Any]], None]
@@ -52,16 +53,20 @@ class RearmScheduler:
         record = {"tool": event["tool"], "failure_mode": event["failure_mode"],
                   "fired_epoch": event["arm_epoch"], "event_id": event["event_id"],
                   "due_ms": int((time.time() + delay) * 1000), "reason": result.reason[:500]}
-        atomic_write_bytes(self.directory / f"{event['event_id']}.json", orjson.dumps(record))
+        name = f"{check_event_id(event['event_id'])}.json"
+        atomic_write_bytes(self.directory / name, orjson.dumps(record))
         with self._cond:
             self._cond.notify()
         return delay
 
     def pending(self) -> list[dict[str, Any]]:
+        return [record for _, record in self._pending()]
+
+    def _pending(self) -> list[tuple[Path, dict[str, Any]]]:
         records = []
         for path in sorted(self.directory.glob("*.json")):
             try:
-                records.append(orjson.loads(path.read_bytes()))
+                records.append((path, orjson.loads(path.read_bytes())))
             except (OSError, orjson.JSONDecodeError):
                 continue
         return records
@@ -70,7 +75,7 @@ class RearmScheduler:
         """Publish every due re-arm; returns seconds until the next one (None: none left)."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         next_due: float | None = None
-        for record in self.pending():
+        for path, record in self._pending():
             if record["due_ms"] <= now_ms:
                 try:
                     self._publish(record)
@@ -78,7 +83,7 @@ class RearmScheduler:
                     log.exception("re-arm of %s could not be published", record["event_id"])
                     next_due = 1.0 if next_due is None else min(next_due, 1.0)
                     continue
-                (self.directory / f"{record['event_id']}.json").unlink(missing_ok=True)
+                path.unlink(missing_ok=True)
             else:
                 wait = (record["due_ms"] - now_ms) / 1000
                 next_due = wait if next_due is None else min(next_due, wait)

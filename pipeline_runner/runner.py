@@ -26,12 +26,12 @@ from binloop.core.fsutil import sha256_bytes, write_tree
 from binloop.core.names import check_relpath
 from binloop.core.redact import Redactor
 from binloop.library import manifest as mf
-from binloop.library.store import Commit, ToolLibrary
+from binloop.library.store import BUILD_ID, Commit, ToolLibrary
 from pipeline_runner.audit import BuildAudit, BuildOutcome, StageRecord
 from pipeline_runner.control import AgentControl, LogControl, write_checkpoint
 from pipeline_runner.design import Design, InvalidDesign, check_design, design_from_json
 from pipeline_runner.designers import Designer
-from pipeline_runner.event_input import for_design
+from pipeline_runner.event_input import InvalidEvent, check_event, for_design
 from pipeline_runner.sandbox import detect_isolation
 from pipeline_runner.stages import StageError, StageFailed, run_stage
 from pipeline_runner.targets import StageRun, Target
@@ -102,11 +102,22 @@ class BuildRunner:
         self.timeouts = timeouts or StageTimeouts()
 
     def build(self, event: BINEvent, build_id: str | None = None) -> BuildResult:
-        """Run the whole pipeline for one event; never raises for a stage failure."""
+        """Run the whole pipeline for one event; never raises for a stage failure.
+
+        Raises :class:`InvalidEvent` for an event that is not one (e.g. an `event_id`
+        that is not 64 hex characters: file names derive from it)."""
+        event = check_event(event)
         build_id = build_id or new_build_id(event["event_id"])
-        already = self._already_built(event)
-        if already is not None:
-            return already
+        if not BUILD_ID.fullmatch(build_id):
+            raise InvalidEvent(f"build id {build_id!r:.80} must match {BUILD_ID.pattern}")
+        with self.library.build_lock():
+            # Checked under the lock: of N concurrent builds of one event, one builds.
+            already = self._already_built(event)
+            if already is not None:
+                return already
+            return self._build_unlocked(event, build_id)
+
+    def _build_unlocked(self, event: BINEvent, build_id: str) -> BuildResult:
         redactor = Redactor()
         design_event = for_design(event, redactor)
         audit = BuildAudit(build_id, dict(design_event), self.designer.name, self.target.name)

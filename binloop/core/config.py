@@ -604,8 +604,7 @@ def load_config(
     layers: list[tuple[str, Mapping[str, Any]]] = []
     if path:
         layers.append((f"config file {path}", _read_toml(Path(path))))
-    layers.append(("environment", {f.name: env[env_name(f.name)]
-                                   for f in dataclasses.fields(Config) if env_name(f.name) in env}))
+    layers.append(("environment", _env_layer(env)))
     layers.append(("flag", {k: v for k, v in given.items() if v is not None}))
     values: dict[str, Any] = {}
     by_name = {f.name: f for f in dataclasses.fields(Config)}
@@ -617,6 +616,25 @@ def load_config(
                 continue
             values[name] = _parse(by_name[name], raw, source)
     return Config(**values)
+
+
+def _env_layer(env: Mapping[str, str]) -> dict[str, str]:
+    """BINLOOP_<NAME>, or the contents of the file BINLOOP_<NAME>_FILE names (how a
+    container mounts a secret: the NATS URL may carry credentials, and an environment
+    variable is visible to more than a file is). The variable itself wins."""
+    layer: dict[str, str] = {}
+    for f in dataclasses.fields(Config):
+        name = env_name(f.name)
+        if name in env:
+            layer[f.name] = env[name]
+        elif name + "_FILE" in env:
+            path = Path(env[name + "_FILE"])
+            try:
+                layer[f.name] = path.read_text().strip()
+            except OSError as exc:
+                raise ConfigError(f"{name}_FILE: cannot read {path}: "
+                                  f"{exc.strerror or exc}") from None
+    return layer
 
 
 def _parse(f: dataclasses.Field[Any], raw: Any, source: str) -> Any:

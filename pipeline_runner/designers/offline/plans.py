@@ -15,7 +15,7 @@ import importlib
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from binloop.core.schema import ToolInvocation
@@ -90,6 +90,21 @@ def case(name: str, params: dict[str, Any], expect: dict[str, Any],
          reproduces: str | None = None, invoke: list[dict[str, Any]] | None = None
          ) -> AcceptanceCase:
     return AcceptanceCase(name, [Step(params, expect)], invoke, reproduces)
+
+
+def unique_case_names(cases: list[AcceptanceCase]) -> list[AcceptanceCase]:
+    """`cases` with a repeated name numbered (`name`, `name_2`, ...): a plan may
+    derive two cases of one kind from evidence that differs only in detail."""
+    taken: set[str] = set()
+    out = []
+    for item in cases:
+        name, number = item.name, 2
+        while name in taken:
+            name = f"{item.name}_{number}"
+            number += 1
+        taken.add(name)
+        out.append(item if name == item.name else replace(item, name=name))
+    return out
 
 
 def object_input(args_schema: dict[str, Any], extra: dict[str, Any],
@@ -196,7 +211,10 @@ def plan_args(ctx: Context) -> Plan:
     reproductions: list[tuple[ToolInvocation, dict[str, Any]]] = []
     for rec in _distinct_by_args(ctx.evidence):
         learned, extra = _arg_rules(rec)
-        rules.extend(r for r in learned if r not in rules)
+        # Errors that differ only in wording (a suffix, a code) teach the same rule: the
+        # first message is kept.
+        known = [_without_message(r) for r in rules]
+        rules.extend(r for r in learned if _without_message(r) not in known)
         reproductions.append((rec, {"args": rec["args"], **extra}))
     if not rules:
         raise NoDesign("no argument rule could be learned from the errors in the evidence")
@@ -234,6 +252,10 @@ def plan_args(ctx: Context) -> Plan:
         "given args; repair sums by adjusting the last item, coerce types, swap refused "
         "values for given alternatives; re-check the repaired args.",
         config, object_input(learn.loosen(ctx.args_schema), extra_inputs), CHECK_OUTPUT, cases)
+
+
+def _without_message(rule: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in rule.items() if k != "message"}
 
 
 def _args_extra_cases(config: dict[str, Any], params: dict[str, Any],
