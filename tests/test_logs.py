@@ -69,7 +69,7 @@ def test_every_command_takes_log_flags_and_env(tmp_path: Path) -> None:
            "--no-build", "--addresses", "a:1;b:1"]
     flagged = subprocess.run([*bad, "--log-format", "json"], capture_output=True, text=True,
                              check=False)
-    assert flagged.returncode == 2
+    assert flagged.returncode == 64
     line = orjson.loads(flagged.stderr.strip())
     assert line["level"] == "error" and "needs --process-id" in line["msg"]
     env_json = subprocess.run(bad, capture_output=True, text=True, check=False,
