@@ -59,6 +59,15 @@ def test_every_digest_setting_changes_the_event_id() -> None:
         assert base.replace(**{name: value}).config_digest() == base.config_digest(), name
 
 
+def test_a_copy_with_another_theta_has_that_configuration_s_digest() -> None:
+    """Sweeps derive parameters with `dataclasses.replace`: the digest follows."""
+    base = Config(ts_unit="s").detection()
+    copy = dataclasses.replace(base, theta=5, window=WindowSpec("global"))
+    assert copy.config_digest == Config(ts_unit="s", theta=5,
+                                        window=WindowSpec("global")).config_digest()
+    assert copy.config_digest != base.config_digest
+
+
 def test_the_docs_list_exactly_the_digest_settings() -> None:
     text = (ROOT / "docs" / "robustness.md").read_text()
     table = text.split("<!-- digest-settings -->")[1].split("<!-- /digest-settings -->")[0]

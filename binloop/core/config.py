@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from binloop.core.classify import FAILURE_MODE_SETTINGS, GIVEN_ELSE_INFER, digest_fields
 from binloop.core.detection import DetectionParams, config_digest
@@ -185,6 +185,17 @@ RUN_RUNNER = (*RUN, "runner")
 # Flags every command takes (added by binloop.cli); `status` reads what `run` publishes.
 LOGGING = ("logging",)
 STATUS = ("run", "flow", "status")
+
+
+# Settings that are detection parameters (`binloop.core.detection.DetectionParams`),
+# by the parameter's name; the other settings declared with `digest=` reach the
+# parameters as their `context_digest`.
+DETECTION_PARAMS: Final = {
+    "theta": "theta", "window": "window", "count_outcomes": "count_outcomes",
+    "mode_level": "mode_level", "evidence_max": "evidence_max",
+    "session_gap": "session_gap_ms", "allowed_lateness": "allowed_lateness_ms",
+    "dedup_max": "dedup_max",
+}
 
 
 @dataclass(frozen=True)
@@ -487,17 +498,10 @@ class Config:
                              parse=parse_log_level, metavar="LEVEL")
 
     def detection(self) -> DetectionParams:
-        return DetectionParams(
-            theta=self.theta,
-            window=self.window,
-            count_outcomes=self.count_outcomes,
-            mode_level=self.mode_level,
-            evidence_max=self.evidence_max,
-            session_gap_ms=self.session_gap,
-            allowed_lateness_ms=self.allowed_lateness,
-            dedup_max=self.dedup_max,
-            config_digest=self.config_digest(),
-        )
+        params = {param: getattr(self, name) for name, param in DETECTION_PARAMS.items()}
+        context = {name: value for name, value in self.digest_settings().items()
+                   if name not in DETECTION_PARAMS}
+        return DetectionParams(**params, context_digest=config_digest(context))
 
     def digest_settings(self) -> dict[str, Any]:
         """The settings that can change an event (declared with `digest=`), as digested."""
@@ -512,7 +516,7 @@ class Config:
     def config_digest(self) -> str:
         """sha256 of the detection configuration: part of every `event_id`, so that a run
         of another configuration is never taken for this one."""
-        return config_digest(self.digest_settings())
+        return self.detection().config_digest
 
     def record_limits(self) -> RecordLimits:
         return RecordLimits(
