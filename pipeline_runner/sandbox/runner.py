@@ -231,7 +231,9 @@ class Sandbox:
     def __init__(self, limits: Limits | None = None, readable: Iterable[str | Path] = (),
                  path_dirs: Iterable[str] = (), isolation: Isolation | None = None) -> None:
         self.limits = limits or Limits()
-        self.readable = sorted({Path(p).resolve() for p in readable if Path(p).exists()})
+        # (the base interpreter is always there: limits_exec.py sets the limits inside)
+        wanted = [*readable, sys.base_prefix]
+        self.readable = sorted({Path(p).resolve() for p in wanted if Path(p).exists()})
         self.path_dirs = list(path_dirs)
         self.isolation = isolation or detect_isolation()
         if not self.isolation.confined:

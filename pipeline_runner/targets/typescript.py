@@ -3,25 +3,35 @@
 Tool directory: `index.ts` (default export `{id, name, description, configSchema,
 register(api)}`, `register` calling `api.registerTool({name, label, description,
 parameters, execute})`), `bot.plugin.json`, `package.json`, `tsconfig.json`,
-`types/hanzo-bot.d.ts` (the interface it is checked against), `tool.json`, and the
-acceptance tests `acceptance/cases.json` + `acceptance/acceptance.test.mjs` (node's
-test runner; node >= 22.18 strips the types of `index.ts` itself), which hosts the plugin
-with `acceptance/plugin_host.mjs` (the same host agents use through
-`harness/serve_plugin.mjs`). Check:
-`tsc --strict --noEmit`. Node and tsc come from `pipeline_runner.toolchain`.
+`types/hanzo-bot.d.ts` (the interface it is checked against), `tool.json` and the
+acceptance cases `acceptance/cases.json`. Check: `tsc --strict --noEmit`, sandboxed.
+Tests: the plugin runs alone in a sandboxed node worker (binloop's
+`harness/serve_plugin.mjs` + `plugin_host.mjs`, the same host agents use; node >= 22.18
+strips the types of `index.ts` itself; no cases in view) and binloop's parent process
+judges each reply (:mod:`pipeline_runner.targets.acceptance`). Node and tsc come from
+`pipeline_runner.toolchain`.
 """
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
 from pipeline_runner.design import Design
 from pipeline_runner.sandbox import Limits, Sandbox
-from pipeline_runner.targets import StageRun, cases_file, checked_sources, metadata, run_steps
+from pipeline_runner.sandbox.client import ToolWorker
+from pipeline_runner.targets import (
+    StageRun,
+    cases_file,
+    checked_sources,
+    metadata,
+    run_steps,
+    tool_files,
+)
+from pipeline_runner.targets.acceptance import acceptance_stage
 from pipeline_runner.toolchain import NodeToolchain, ensure_typescript
 
 TSC_FLAGS: Final = (
@@ -69,7 +79,6 @@ class TypeScriptTarget:
             "package.json": _json({
                 "name": f"@binloop/{plugin_id}", "version": "1.0.0", "private": True,
                 "type": "module", "main": "index.ts", "description": design.description,
-                "scripts": {"test": "node --test acceptance/"},
                 "binloop": {"answers": design.answers, "designer": design.designer}}),
             "tsconfig.json": _json({"compilerOptions": {
                 "strict": True, "noEmit": True, "target": "es2022", "module": "nodenext",
@@ -79,8 +88,6 @@ class TypeScriptTarget:
             "types/hanzo-bot.d.ts": harness.joinpath("hanzo-bot.d.ts").read_bytes(),
             "tool.json": metadata(design, self.name, self.entry),
             "acceptance/cases.json": cases_file(design),
-            "acceptance/acceptance.test.mjs": harness.joinpath("acceptance.test.mjs").read_bytes(),
-            "acceptance/plugin_host.mjs": harness.joinpath("plugin_host.mjs").read_bytes(),
         }
 
     def check(self, tool_dir: Path) -> StageRun:
@@ -90,8 +97,30 @@ class TypeScriptTarget:
         return run_steps([("tsc", lambda: sandbox.run(tsc, tool_dir, self.check_limits))])
 
     def test(self, tool_dir: Path) -> StageRun:
-        toolchain, sandbox = self.toolchain()
-        node = [str(toolchain.node), "--test", "--test-reporter=spec",
-                "--disable-warning=ExperimentalWarning", "acceptance/acceptance.test.mjs"]
-        return run_steps([("node --test", lambda: sandbox.run(node, tool_dir, self.test_limits,
-                                                              {"NODE_DISABLE_COLORS": "1"}))])
+        toolchain, _ = self.toolchain()
+        cases, meta, files = tool_files(tool_dir)
+        sandbox = Sandbox(readable=[toolchain.node.resolve().parent.parent],
+                          path_dirs=[str(toolchain.node.parent)])
+
+        def start() -> ToolWorker:
+            return ToolWorker(sandbox, "typescript", files, self.entry, self.test_limits,
+                              start_timeout_s=min(30.0, self.test_limits.wall_s),
+                              node=str(toolchain.node))
+
+        return acceptance_stage(start, cases, meta, self.test_limits.wall_s, True,
+                                lambda ready: plugin_contract(ready, meta))
+
+
+def plugin_contract(ready: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """What the plugin's one registered tool must declare (from its worker's ready line)."""
+    problems = []
+    if ready.get("name") != meta.get("name"):
+        problems.append(f"the registered tool is {ready.get('name')!r}, the design's is "
+                        f"{meta.get('name')!r}")
+    for key in ("label", "description"):
+        if not isinstance(ready.get(key), str) or not ready.get(key):
+            problems.append(f"the tool's {key} must be a non-empty string")
+    parameters = ready.get("parameters")
+    if not isinstance(parameters, dict) or parameters.get("type") != "object":
+        problems.append("the tool's parameters must be an object schema")
+    return problems

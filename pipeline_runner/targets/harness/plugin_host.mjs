@@ -1,7 +1,7 @@
 // The trusted host side of a binloop-generated Hanzo bot plugin (written by binloop, not
 // by a designer): register(api) with a host api, and the one tool it registers. Used by
-// the acceptance tests (acceptance.test.mjs) and by agents that run a gated plugin
-// (serve_plugin.mjs), so that both load a plugin exactly the same way.
+// serve_plugin.mjs, the sandboxed worker of both the acceptance run and the tool host,
+// so that tests and agents load a plugin exactly the same way.
 
 const SILENT = { info() {}, warn() {}, error() {}, debug() {} };
 
