@@ -27,6 +27,7 @@ from pipeline_runner.control import AgentControl, LogControl, write_checkpoint
 from pipeline_runner.design import Design, InvalidDesign, check_design, design_from_json
 from pipeline_runner.designers import Designer
 from pipeline_runner.event_input import for_design
+from pipeline_runner.reproduction import check_reproduction
 from pipeline_runner.fsutil import sha256_bytes, write_tree
 from pipeline_runner.library import Commit, ToolLibrary
 from pipeline_runner.names import check_relpath
@@ -186,7 +187,9 @@ class BuildRunner:
             raise InvalidDesign(f"design answers {design.answers}, the event is {answers}")
         check_design(design)
         clean = redactor.document(design.to_json())
-        return design_from_json(clean, answers, design.designer or self.designer.name)
+        checked = design_from_json(clean, answers, design.designer or self.designer.name)
+        check_reproduction(checked, event)
+        return checked
 
     def _implement(self, design: Design, redactor: Redactor, tool_dir: Path) -> dict[str, bytes]:
         sources = self.designer.implement(design, self.target.name)
