@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
+
 from binloop.events import BINEvent
 from pipeline_runner import manifest as mf
 from pipeline_runner.audit import BuildAudit, BuildOutcome, StageRecord
@@ -32,11 +34,12 @@ from pipeline_runner.fsutil import sha256_bytes, write_tree
 from pipeline_runner.library import Commit, ToolLibrary
 from pipeline_runner.names import check_relpath
 from pipeline_runner.redact import Redactor
-from pipeline_runner.sandbox import detect_isolation
+from pipeline_runner.sandbox import SandboxUnavailable, detect_isolation, require
 from pipeline_runner.stages import StageError, StageFailed, run_stage
 from pipeline_runner.targets import StageRun, Target
 
 EXIT_CODES: Final = {"gated": 0, "rolled_back": 2, "error": 1}
+UNSAFE_BUILDS: Final = "unsafe-builds.jsonl"  # under the library's .state/
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ class BuildRunner:
         redactor = Redactor()
         design_event = for_design(event, redactor)
         audit = BuildAudit(build_id, dict(design_event), self.designer.name, self.target.name)
-        audit.sandbox = detect_isolation().describe()
+        audit.sandbox = self._sandbox_in_force()
         started = time.perf_counter()
         result = BuildResult(build_id, event["event_id"], "rolled_back", stages=audit.stages)
         checkpoint: dict[str, Any] = {}
@@ -127,7 +130,26 @@ class BuildRunner:
             audit.redactions = redactor.count
             audit.duration_ms = round((time.perf_counter() - started) * 1000, 2)
             result.audit_path = audit.write(self.library.audit_dir)
+            if result.outcome == "gated" and audit.sandbox.get("mode") == "unsafe":
+                self._note_unsafe(result)
         return result
+
+    def _sandbox_in_force(self) -> dict[str, Any]:
+        mode = getattr(self.target, "sandbox_mode", "strict")
+        try:
+            return require(mode).describe()
+        except SandboxUnavailable as exc:  # the check stage fails closed with this reason
+            return {**detect_isolation().describe(), "refused": str(exc)}
+
+    def _note_unsafe(self, result: BuildResult) -> None:
+        """Tools built with `--sandbox unsafe` are listed where `binloop status` sees them."""
+        if result.tool is None:
+            return
+        line = orjson.dumps({"tool": result.tool["name"], "version": result.tool["version"],
+                             "build_id": result.build_id, "at": mf.iso_now()}) + b"\n"
+        self.library.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.library.state_dir / UNSAFE_BUILDS, "ab") as handle:
+            handle.write(line)
 
     # -- stages ------------------------------------------------------------------------
     def _pause(self, event: BINEvent, build_id: str, records: list[StageRecord]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pipeline_runner.design import Design
-from pipeline_runner.sandbox import Limits, Sandbox
+from pipeline_runner.sandbox import Limits, Sandbox, SandboxMode, require
 from pipeline_runner.sandbox.client import ToolWorker
 from pipeline_runner.targets import (
     StageRun,
@@ -48,15 +48,23 @@ class PythonTarget:
     entry = "tool.py"
 
     def __init__(self, check_limits: Limits | None = None,
-                 test_limits: Limits | None = None) -> None:
-        readable = {Path(sys.prefix), Path(sys.base_prefix),
-                    Path(sys.executable).resolve().parent}
-        self.sandbox = Sandbox(readable=sorted(readable),
-                               path_dirs=[str(Path(sys.executable).parent)])
-        # the tool itself sees the base interpreter only (no venv, no project)
-        self.run_sandbox = Sandbox(readable=[Path(sys.base_prefix)])
+                 test_limits: Limits | None = None, sandbox_mode: SandboxMode = "strict") -> None:
+        self.sandbox_mode: SandboxMode = sandbox_mode
         self.check_limits = check_limits or Limits(wall_s=120, cpu_s=120)
         self.test_limits = test_limits or Limits(wall_s=120, cpu_s=60)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """Where ruff and mypy run: they may read this interpreter and its venv."""
+        readable = {Path(sys.prefix), Path(sys.base_prefix),
+                    Path(sys.executable).resolve().parent}
+        return Sandbox(readable=sorted(readable), path_dirs=[str(Path(sys.executable).parent)],
+                       isolation=require(self.sandbox_mode))
+
+    @property
+    def run_sandbox(self) -> Sandbox:
+        """Where the tool runs: the base interpreter only (no venv, no project)."""
+        return Sandbox(readable=[Path(sys.base_prefix)], isolation=require(self.sandbox_mode))
 
     def package(self, design: Design, sources: dict[str, str]) -> dict[str, bytes]:
         source = checked_sources(sources, self.entry)
@@ -71,16 +79,18 @@ class PythonTarget:
                 "--target-version", "py310", "tool.py"]
         mypy = [sys.executable, "-m", "mypy", "--strict", "--no-incremental",
                 "--cache-dir", "/tmp/.mypy_cache", "--no-error-summary", "tool.py"]
+        sandbox = self.sandbox
         return run_steps([
-            ("ruff", lambda: self.sandbox.run(ruff, tool_dir, self.check_limits)),
-            ("mypy", lambda: self.sandbox.run(mypy, tool_dir, self.check_limits)),
+            ("ruff", lambda: sandbox.run(ruff, tool_dir, self.check_limits)),
+            ("mypy", lambda: sandbox.run(mypy, tool_dir, self.check_limits)),
         ])
 
     def test(self, tool_dir: Path) -> StageRun:
         cases, meta, files = tool_files(tool_dir)
+        sandbox = self.run_sandbox
 
         def start() -> ToolWorker:
-            return ToolWorker(self.run_sandbox, "python", files, self.entry, self.test_limits,
+            return ToolWorker(sandbox, "python", files, self.entry, self.test_limits,
                               start_timeout_s=min(30.0, self.test_limits.wall_s))
 
         return acceptance_stage(start, cases, meta, self.test_limits.wall_s, False,

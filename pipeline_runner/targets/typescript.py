@@ -21,7 +21,7 @@ from typing import Any, Final
 import orjson
 
 from pipeline_runner.design import Design
-from pipeline_runner.sandbox import Limits, Sandbox
+from pipeline_runner.sandbox import Limits, Sandbox, SandboxMode, require
 from pipeline_runner.sandbox.client import ToolWorker
 from pipeline_runner.targets import (
     StageRun,
@@ -51,7 +51,9 @@ class TypeScriptTarget:
     entry = "index.ts"
 
     def __init__(self, cache_dir: Path | None = None, typescript: str = "5.9.3",
-                 check_limits: Limits | None = None, test_limits: Limits | None = None) -> None:
+                 check_limits: Limits | None = None, test_limits: Limits | None = None,
+                 sandbox_mode: SandboxMode = "strict") -> None:
+        self.sandbox_mode: SandboxMode = sandbox_mode
         self.cache_dir = cache_dir or Path.home() / ".cache" / "binloop" / "toolchain"
         self.typescript = typescript
         self.check_limits = check_limits or Limits(wall_s=180, cpu_s=120)
@@ -64,7 +66,8 @@ class TypeScriptTarget:
         if self._toolchain is None or self._sandbox is None:
             self._toolchain = ensure_typescript(self.cache_dir, self.typescript)
             self._sandbox = Sandbox(readable=self._toolchain.readable(),
-                                    path_dirs=[str(self._toolchain.node.parent)])
+                                    path_dirs=[str(self._toolchain.node.parent)],
+                                    isolation=require(self.sandbox_mode))
         return self._toolchain, self._sandbox
 
     def package(self, design: Design, sources: dict[str, str]) -> dict[str, bytes]:
@@ -100,7 +103,8 @@ class TypeScriptTarget:
         toolchain, _ = self.toolchain()
         cases, meta, files = tool_files(tool_dir)
         sandbox = Sandbox(readable=[toolchain.node.resolve().parent.parent],
-                          path_dirs=[str(toolchain.node.parent)])
+                          path_dirs=[str(toolchain.node.parent)],
+                          isolation=require(self.sandbox_mode))
 
         def start() -> ToolWorker:
             return ToolWorker(sandbox, "typescript", files, self.entry, self.test_limits,
