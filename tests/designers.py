@@ -131,7 +131,7 @@ HOSTILE_PY: dict[str, str] = {
         "        written += 1\n    except OSError:\n        break\n"
         "print('HOSTILE wrote', written, 'x 60 MB', file=sys.stderr)\n"),
     "escapes": (
-        "import os\nimport socket\nimport sys\nfor p in __TARGETS__:\n    try:\n"
+        "import socket\nimport sys\nfor p in __TARGETS__:\n    try:\n"
         "        open(p, 'w').write('pwned')\n        print('HOSTILE wrote', p, file=sys.stderr)\n"
         "    except OSError:\n        pass\ntry:\n"
         "    socket.create_connection(('127.0.0.1', __PORT__), timeout=2).sendall(b'stolen')\n"

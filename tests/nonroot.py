@@ -23,6 +23,8 @@ REPO: Final = Path(__file__).resolve().parents[1]
 CACHE: Final = Path("/var/cache/binloop")
 SYSTEM_PYTHON: Final = Path("/usr/bin/python3")
 NOBODY: Final = ("nobody", "nogroup")
+# what the non-root runs need besides binloop: the check stage's linters, pinned as in dev
+TOOLS: Final = ("ruff", "mypy", "pytest", "pytest-timeout")
 
 
 class NonRootUnavailable(RuntimeError):
@@ -39,7 +41,8 @@ def nonroot_venv() -> Path:
         return Path(sys.executable)
     if shutil.which("setpriv") is None or not SYSTEM_PYTHON.is_file():
         raise NonRootUnavailable("needs util-linux setpriv and /usr/bin/python3")
-    digest = hashlib.sha256(str(REPO).encode() + (REPO / "pyproject.toml").read_bytes())
+    digest = hashlib.sha256(str(REPO).encode() + (REPO / "pyproject.toml").read_bytes()
+                            + repr(TOOLS).encode())
     venv = CACHE / f"nonroot-{digest.hexdigest()[:12]}"
     python = venv / "bin" / "python"
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -52,8 +55,7 @@ def nonroot_venv() -> Path:
         subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", str(venv)], check=True,
                        capture_output=True, timeout=300)
         done = subprocess.run([str(python), "-m", "pip", "install", "-q", "-e", str(REPO),
-                               "pytest", "pytest-timeout"], capture_output=True, text=True,
-                              timeout=1800)
+                               *dev_pins()], capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
             raise NonRootUnavailable(f"pip install into {venv} failed: {done.stderr[-800:]}")
         for path in [venv, *venv.rglob("*")]:
@@ -61,6 +63,20 @@ def nonroot_venv() -> Path:
                 path.chmod(path.stat().st_mode | 0o755)
         (venv / ".ready").write_text("ok\n")
     return python
+
+
+def dev_pins() -> list[str]:
+    """TOOLS as pyproject's dev extra pins them."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    dev = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["dev"]
+    specs = [d.split("#")[0].strip() for d in dev]
+    return [next((s for s in specs if s.split("=")[0].split(">")[0].strip() == tool), tool)
+            for tool in TOOLS]
 
 
 def shared_dir(prefix: str) -> Path:

@@ -118,7 +118,7 @@ def test_cases_a_null_tool_passes_roll_back(user: str) -> None:
 
 def test_the_parent_environment_is_invisible(user: str) -> None:
     code, summary, audit, _ = build("reads_env", user)
-    assert "HOSTILE env found []" in test_output(audit)  # the attack ran, and found nothing
+    assert "HOSTILE env found []" in stage_output(audit)  # the attack ran, and found nothing
     assert "sk-BINLOOP_SECRET" not in orjson.dumps(audit).decode()
 
 
@@ -150,14 +150,14 @@ def test_no_write_outside_and_no_loopback(user: str, listener: tuple[int, list[b
     port, got = listener
     code, summary, audit, library = build("escapes", user, env={"BINLOOP_TEST_PORT": str(port)})
     assert code == 0, summary["reason"]  # contained, the honest part of the tool still works
-    assert "HOSTILE" not in test_output(audit)
+    assert "HOSTILE" not in stage_output(audit)
     assert got == []
     for path in (library / "pwned", library / "tools" / "pwned", REPO / "pwned",
                  Path("/tmp/binloop-pwned")):
         assert not path.exists(), path
 
 
-def test_output(audit: dict[str, Any]) -> str:
+def stage_output(audit: dict[str, Any]) -> str:
     """What the tool's process wrote during the test stage (its stderr, in the audit)."""
     stages = [s for s in audit["stages"] if s["stage"] == "test"]
     assert stages, [(s["stage"], s["reason"]) for s in audit["stages"]]
@@ -184,20 +184,20 @@ def test_nothing_survives_the_build(user: str, attack: str) -> None:
     time.sleep(0.3)
     assert _marked(marker) == [], "processes survived the build"
     if attack == "fork_bomb":
-        text = test_output(audit)
+        text = stage_output(audit)
         if "HOSTILE forked " in text:  # (or the bomb took the worker down with it)
             assert int(text.split("HOSTILE forked ")[1].split()[0]) < 64
 
 
 def test_memory_is_capped_for_the_whole_tree(user: str) -> None:
     code, summary, audit, _ = build("memory_hog", user, ["--sandbox-memory-mb", "1024"])
-    assert "HOSTILE all children allocated" not in test_output(audit)
+    assert "HOSTILE all children allocated" not in stage_output(audit)
     assert code == 2 and "memory limit" in summary["reason"], summary["reason"]
 
 
 def test_disk_is_capped(user: str) -> None:
     code, summary, audit, _ = build("disk_filler", user)
-    text = test_output(audit)
+    text = stage_output(audit)
     assert "HOSTILE wrote" in text, text[-1500:]
     written = int(text.split("HOSTILE wrote ")[1].split()[0])
     assert written * 60 <= 64, f"{written} x 60 MB written past a 64 MB cap"
