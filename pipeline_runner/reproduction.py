@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 from binloop.events import BINEvent
-
 from pipeline_runner.design import Design, InvalidDesign
 
 

@@ -29,12 +29,12 @@ from pipeline_runner.control import AgentControl, LogControl, write_checkpoint
 from pipeline_runner.design import Design, InvalidDesign, check_design, design_from_json
 from pipeline_runner.designers import Designer
 from pipeline_runner.event_input import for_design
-from pipeline_runner.reproduction import check_reproduction
 from pipeline_runner.fsutil import sha256_bytes, write_tree
 from pipeline_runner.library import Commit, ToolLibrary
 from pipeline_runner.names import check_relpath
 from pipeline_runner.redact import Redactor
-from pipeline_runner.sandbox import SandboxUnavailable, detect_isolation, require
+from pipeline_runner.reproduction import check_reproduction
+from pipeline_runner.sandbox import SandboxMode, SandboxUnavailable, detect_isolation, require
 from pipeline_runner.stages import StageError, StageFailed, run_stage
 from pipeline_runner.targets import StageRun, Target
 
@@ -135,7 +135,8 @@ class BuildRunner:
         return result
 
     def _sandbox_in_force(self) -> dict[str, Any]:
-        mode = getattr(self.target, "sandbox_mode", "strict")
+        mode: SandboxMode = "unsafe" if getattr(self.target, "sandbox_mode", "") == "unsafe" \
+            else "strict"
         try:
             return require(mode).describe()
         except SandboxUnavailable as exc:  # the check stage fails closed with this reason

@@ -17,8 +17,8 @@ from typing import Any, Generic, TypeVar
 
 from pipeline_runner.audit import StageOutcome, StageRecord
 from pipeline_runner.design import InvalidDesign, NoDesign
-from pipeline_runner.sandbox import SandboxUnavailable
 from pipeline_runner.names import UnsafeName
+from pipeline_runner.sandbox import SandboxUnavailable
 from pipeline_runner.toolchain import ToolchainUnavailable
 
 T = TypeVar("T")

@@ -51,10 +51,10 @@ def build(designer: str, user: str, extra: list[str] = (),  # type: ignore[assig
         os.chown(event, 65534, 65534)
     library = work / "library"
     unprivileged = user == "nobody"
+    spec = designer if designer == "offline" else f"tests.designers:{designer}"
     argv = as_user([*binloop_cli(unprivileged), "build", "--library", str(library), "--event",
-                    str(event), "--designer",
-                    designer if designer == "offline" else f"tests.designers:{designer}", "--target",
-                    target, "--json", *extra], unprivileged)
+                    str(event), "--designer", spec, "--target", target, "--json", *extra],
+                   unprivileged)
     run_env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "PYTHONPATH": str(REPO),
                "BINLOOP_SECRET_API_KEY": "sk-BINLOOP_SECRET-0123456789abcdef", **(env or {})}
     done = subprocess.run(argv, cwd=REPO, env=run_env, capture_output=True, text=True,
@@ -95,7 +95,7 @@ def test_a_tool_that_cheats_the_test_stage_rolls_back(user: str, attack: str) ->
 @pytest.mark.parametrize("attack", ["exit_on_import", "exit_mid_run", "hang_mid_run"])
 def test_a_plugin_that_cheats_the_test_stage_rolls_back(attack: str) -> None:
     # the TypeScript target, as the current user (its toolchain lives in the user cache)
-    code, summary, audit, library = build(attack, "current", ["--test-timeout", "20s"],
+    code, summary, audit, _library = build(attack, "current", ["--test-timeout", "20s"],
                                           env={"HOME": str(Path.home())}, target="typescript")
     assert code == 2 and summary["outcome"] == "rolled_back", summary
     assert [s["stage"] for s in audit["stages"] if s["outcome"] != "ok"] == ["test"]
@@ -103,21 +103,21 @@ def test_a_plugin_that_cheats_the_test_stage_rolls_back(attack: str) -> None:
 
 
 def test_a_do_nothing_tool_with_a_made_up_reproduces_rolls_back(user: str) -> None:
-    code, summary, audit, library = build("do_nothing", user)
+    code, summary, _audit, library = build("do_nothing", user)
     assert code == 2 and summary["outcome"] == "rolled_back"
     assert "not an evidence record of this event" in summary["reason"]
     assert not (library / "manifest.json").exists()
 
 
 def test_cases_a_null_tool_passes_roll_back(user: str) -> None:
-    code, summary, audit, library = build("null_passes", user)
+    code, summary, _audit, library = build("null_passes", user)
     assert code == 2 and summary["outcome"] == "rolled_back"
     assert "acceptance cases do not distinguish the tool from doing nothing" in summary["reason"]
     assert not (library / "manifest.json").exists()
 
 
 def test_the_parent_environment_is_invisible(user: str) -> None:
-    code, summary, audit, _ = build("reads_env", user)
+    _code, _summary, audit, _ = build("reads_env", user)
     assert "HOSTILE env found []" in stage_output(audit)  # the attack ran, and found nothing
     assert "sk-BINLOOP_SECRET" not in orjson.dumps(audit).decode()
 
@@ -150,7 +150,11 @@ def test_no_write_outside_and_no_loopback(user: str, listener: tuple[int, list[b
     port, got = listener
     code, summary, audit, library = build("escapes", user, env={"BINLOOP_TEST_PORT": str(port)})
     assert code == 0, summary["reason"]  # contained, the honest part of the tool still works
-    assert "HOSTILE" not in stage_output(audit)
+    seen = stage_output(audit)
+    assert "HOSTILE wrote /tmp/binloop-pwned" in seen  # (its own private /tmp: allowed)
+    assert "HOSTILE connected" not in seen
+    for outside in (library, REPO):
+        assert f"HOSTILE wrote {outside}" not in seen
     assert got == []
     for path in (library / "pwned", library / "tools" / "pwned", REPO / "pwned",
                  Path("/tmp/binloop-pwned")):
@@ -179,7 +183,7 @@ def _marked(marker: str) -> list[int]:
 @pytest.mark.parametrize("attack", ["fork_bomb", "daemon"])
 def test_nothing_survives_the_build(user: str, attack: str) -> None:
     marker = f"binloop-{attack}-{os.getpid()}-{time.monotonic_ns()}"
-    code, summary, audit, _ = build(attack, user, ["--sandbox-processes", "64"],
+    _code, _summary, audit, _ = build(attack, user, ["--sandbox-processes", "64"],
                                     env={"BINLOOP_TEST_MARKER": marker})
     time.sleep(0.3)
     assert _marked(marker) == [], "processes survived the build"
@@ -196,7 +200,7 @@ def test_memory_is_capped_for_the_whole_tree(user: str) -> None:
 
 
 def test_disk_is_capped(user: str) -> None:
-    code, summary, audit, _ = build("disk_filler", user)
+    _code, _summary, audit, _ = build("disk_filler", user)
     text = stage_output(audit)
     assert "HOSTILE wrote" in text, text[-1500:]
     written = int(text.split("HOSTILE wrote ")[1].split()[0])

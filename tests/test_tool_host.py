@@ -61,8 +61,8 @@ def test_a_call_runs_in_a_sandboxed_worker_that_sees_nothing_of_the_caller(
         del os.environ["BINLOOP_SECRET_TOKEN"]
     assert details["ok"] is False and details["issues"]  # the honest answer
     assert details["probe_secret"] == []
-    assert set(details["probe_env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL",
-                                         "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "NO_COLOR", "PWD"}
+    assert set(details["probe_env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PWD",
+                                         "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "NO_COLOR"}
     assert details["probe_pid"] != os.getpid() and details["probe_pid"] < 10  # own pid ns
     assert details["probe_home"] is False
     assert not any(m.startswith("generated_tool") or m.startswith("binloop_tools")

@@ -204,7 +204,9 @@ class ToolHost:
             raise ToolRefused(f"{entry['name']}: tool.json does not describe this tool")
         target: TargetName = "python" if entry["target"] == "python" else "typescript"
         return HostedTool(entry["name"], entry["version"], target, entry["entry"],
-                          runnable(files), meta, dict(entry["answers"]))
+                          runnable(files), meta,
+                          {"tool": entry["answers"]["tool"],
+                           "failure_mode": entry["answers"]["failure_mode"]})
 
     # -- calls ---------------------------------------------------------------------------
     def call(self, name: str, params: dict[str, Any], invoke: Invoke | None = None
@@ -388,9 +390,11 @@ class LineServer:
         return invoke
 
     def _settle(self, message: dict[str, Any]) -> None:
-        key = (str(message.get("id")), message.get("invoke_id"))
+        number = message.get("invoke_id")
+        if not isinstance(number, int):
+            return
         with self._invoke_lock:
-            box = self._invokes.get(key)  # type: ignore[call-overload]
+            box = self._invokes.get((str(message.get("id")), number))
         if box is not None:
             box.put(message)
 

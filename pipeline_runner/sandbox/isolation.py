@@ -18,6 +18,7 @@ kills the whole pid namespace when the total RSS of the sandbox passes the limit
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -155,10 +156,8 @@ def _host_paths(readable: list[Path]) -> list[str]:
     directory (the project), except the ancestors of what it may read."""
     home = Path.home()
     candidates = [Path.cwd(), home / ".bashrc", home / ".cache", home / ".ssh"]
-    try:
+    with contextlib.suppress(OSError):
         candidates += sorted(home.iterdir())[:20]
-    except OSError:
-        pass
     return [str(p) for p in candidates
             if p.exists() and not any(r == p or r.is_relative_to(p) for r in readable)]
 

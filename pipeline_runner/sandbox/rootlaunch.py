@@ -28,9 +28,13 @@ def _check(result: int, what: str) -> None:
         sys.exit(125)
 
 
-def _mount(source, target, fstype, flags, data=None):  # type: ignore[no-untyped-def]
-    def enc(text):  # type: ignore[no-untyped-def]
-        return None if text is None else text.encode()
+def _enc(text: "str | None") -> "bytes | None":
+    return None if text is None else text.encode()
+
+
+def _mount(source: "str | None", target: str, fstype: "str | None", flags: int,
+           data: "str | None" = None) -> None:
+    enc = _enc
     _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)),
            f"mount {target}")
 

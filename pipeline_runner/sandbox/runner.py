@@ -222,6 +222,8 @@ class SandboxProcess:
                     os.close(item)
             elif isinstance(item, Path):
                 shutil.rmtree(item, ignore_errors=True)
+            elif hasattr(item, "close"):
+                item.close()
         return code
 
 
@@ -251,25 +253,21 @@ class Sandbox:
             trusted: Mapping[str, bytes] | None = None) -> SandboxResult:
         """Run `argv` (cwd /work holding `files`) to its end or its limits."""
         limits = limits or self.limits
-        out = tempfile.TemporaryFile()
-        err = tempfile.TemporaryFile()
-        started = time.perf_counter()
-        process = self.spawn(argv, files, limits, env, trusted, stdin=subprocess.DEVNULL,
-                             stdout=out, stderr=err)
-        timed_out = False
-        try:
-            process.wait(limits.wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            code = process.close()
-        keep = limits.output_kb * 1024
-        result = SandboxResult(argv, code, timed_out, time.perf_counter() - started,
-                               _tail(out, keep), _tail(err, keep), self.isolation.describe(),
-                               process.limit)
-        out.close()
-        err.close()
-        return result
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            started = time.perf_counter()
+            process = self.spawn(argv, files, limits, env, trusted, stdin=subprocess.DEVNULL,
+                                 stdout=out, stderr=err)
+            timed_out = False
+            try:
+                process.wait(limits.wall_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                code = process.close()
+            keep = limits.output_kb * 1024
+            return SandboxResult(argv, code, timed_out, time.perf_counter() - started,
+                                 _tail(out, keep), _tail(err, keep), self.isolation.describe(),
+                                 process.limit)
 
     def spawn(self, argv: list[str], files: Files = None, limits: Limits | None = None,
               env: Mapping[str, str] | None = None, trusted: Mapping[str, bytes] | None = None,
@@ -282,7 +280,7 @@ class Sandbox:
         helpers = {"limits_exec.py": trusted_script("limits_exec.py"), **(trusted or {})}
         own_err: IO[bytes] | None = None
         if stderr is None:
-            own_err = tempfile.TemporaryFile()
+            own_err = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the process)
             stderr = own_err
         started = time.perf_counter()
         cleanup: list[object] = []
