@@ -222,8 +222,6 @@ class SandboxProcess:
                     os.close(item)
             elif isinstance(item, Path):
                 shutil.rmtree(item, ignore_errors=True)
-            elif hasattr(item, "close"):
-                item.close()
         return code
 
 
@@ -302,9 +300,9 @@ class Sandbox:
             raise
         for fd in [i for i in cleanup if isinstance(i, int)]:
             os.close(fd)  # the child holds its copies (bwrap reads them at start)
+        # (own_err stays readable after close(): its tail is read for reasons; it is an
+        # unnamed file, closed when this handle is collected)
         cleanup = [i for i in cleanup if not isinstance(i, int)]
-        if own_err is not None:
-            cleanup.append(own_err)
 
         watched = Watchdog.get().watch(proc.pid, limits.memory_mb << 20, float(limits.cpu_s),
                                        lambda: kill_tree(proc.pid))
