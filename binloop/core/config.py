@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from binloop.core.classify import FAILURE_MODE_SETTINGS, GIVEN_ELSE_INFER
 from binloop.core.detection import DetectionParams
+from binloop.core.input_formats import parse_format
 from binloop.core.schema import OUTCOMES, TAXONOMY, RecordLimits
 from binloop.core.window import WindowSpec, format_duration_ms, parse_duration_ms
 
@@ -221,12 +223,27 @@ class Config:
                                                   "level-1 failure codes accepted beside the "
                                                   "paper's taxonomy", groups=DETECT,
                                                   parse=parse_codes, metavar="LIST")
+    # Unlike the other validation settings, not RecordLimits' default: plain validation
+    # (agents' clients, publish, the receiver) keeps modes as given; the job infers.
+    failure_modes: str = setting(GIVEN_ELSE_INFER,
+                                 "failure_mode of counted records: given (as recorded; none "
+                                 "means not counted) | infer (from the error text, always) | "
+                                 "given-else-infer (infer where none is given)",
+                                 groups=DETECT,
+                                 parse=lambda t: _choice(t.strip().lower(), FAILURE_MODE_SETTINGS),
+                                 metavar="HOW")
     # Engines and files.
     engine: str = setting("bytewax", "bytewax | reference | polars", groups=("detect",),
                           parse=lambda t: _choice(t, ("bytewax", "reference", "polars")))
     input: str | None = setting(None, "JSONL, JSONL.gz or Parquet file, a directory of them, "
                                 "or - for stdin", groups=("detect", "flow"),
                                 parse=optional_text, metavar="PATH")
+    input_format: str = setting("auto", "how the input's lines are written: binloop (the "
+                                "record), hanzo (the Hanzo bot's telemetry files), otlp-json "
+                                "(the OpenTelemetry Collector's file exporter) or auto (each "
+                                "file sniffed by its first line)",
+                                groups=("detect", "flow"), parse=parse_format,
+                                metavar="FORMAT")
     out: str | None = setting(None, "write BINEvents to this JSONL file (default: stdout)",
                               groups=("detect", "flow"), parse=optional_text, metavar="FILE")
     dead_letter: str | None = setting(None, "write rejected records (raw + reason) to this JSONL",
@@ -452,6 +469,8 @@ class Config:
             args_max_bytes=self.args_max_bytes,
             max_future_skew_ms=self.max_future_skew,
             taxonomy=TAXONOMY | self.extra_failure_codes,
+            failure_modes=self.failure_modes,
+            infer_outcomes=self.count_outcomes,
         )
 
     def shard_count(self) -> int:

@@ -59,7 +59,7 @@ def run_polars(config: Config) -> RunSummary:
         def report(file_bytes: int, file_lines: int, base: tuple[int, int] =
                    (done_bytes, done_lines)) -> None:
             progress.update(base[0] + file_bytes, base[1] + file_lines)
-        part = load_file(name, limits, report)
+        part = load_file(name, limits, report, config.input_format)
         files.append(part)
         done_bytes += _size(name)
         done_lines += part.frame.height + len(part.dead) + part.blank
@@ -71,7 +71,8 @@ def run_polars(config: Config) -> RunSummary:
         _write_rejects(outputs, files, frame, detection.late_rows, config)
     finally:
         outputs.close()
-    summary = RunSummary(records_read=frame.height + sum(len(f.dead) for f in files),
+    read = sum(f.frame.height + len(f.dead) if f.lines is None else f.lines for f in files)
+    summary = RunSummary(records_read=read,
                          valid=frame.height, invalid=sum(len(f.dead) for f in files))
     summary.add_detector(detection.stats)
     summary.elapsed_s = time.perf_counter() - started

@@ -30,9 +30,11 @@ from binloop.core.schema import (
     RecordLimits,
     ToolInvocation,
     raw_text,
+    validate_record,
 )
 from binloop.engines.polars.frame import FRAME_SCHEMA, empty_frame, records_frame
 from binloop.engines.polars.proof import candidates, prove
+from binloop.replay.formats import AUTO, BINLOOP, LineMapper, mapped, mapper, resolve, sniff_file
 from binloop.replay.ingest import parse_item
 from binloop.replay.inputs import STDIN, InputReader, RawItem, list_input_files
 
@@ -48,6 +50,9 @@ class LoadedRecords(NamedTuple):
     frame: pl.DataFrame
     dead: list[DeadLetter]
     blank: int
+    # Non-blank lines read, where a line may hold several records or none (an OTLP
+    # export); None: one record or one reject per line.
+    lines: int | None = None
 
 
 OnProgress = Callable[[int, int], None]
@@ -76,11 +81,14 @@ def load_records(path: str, limits: RecordLimits = DEFAULT_LIMITS,
 
 
 def load_file(name: str, limits: RecordLimits = DEFAULT_LIMITS,
-              on_progress: OnProgress | None = None) -> LoadedRecords:
+              on_progress: OnProgress | None = None, input_format: str = AUTO
+              ) -> LoadedRecords:
     """One input file (the name as `list_input_files` gives it: it is the dead letters' source)."""
     lowered = name.lower()
-    if lowered.endswith((".parquet", ".pq")):
-        return _load_parquet(name, limits)
+    if input_format == AUTO:
+        input_format = _sniff_stdin() if name == STDIN else sniff_file(name)
+    if lowered.endswith((".parquet", ".pq")) or input_format != BINLOOP:
+        return _load_parquet(name, limits, input_format)
     if name == STDIN:
         return load_jsonl(sys.stdin.buffer, name, limits, on_progress)
     with open(name, "rb") as raw:
@@ -178,7 +186,7 @@ def _decoded(line: bytes) -> str | None:
 
 
 def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, source: str,
-               limits: RecordLimits) -> LoadedRecords:
+               limits: RecordLimits, line_mapper: LineMapper | None = None) -> LoadedRecords:
     """The reference parser, item by item: valid records and dead letters with reasons
     (as `binloop.replay.ingest.parse_chunk`)."""
     kept: list[int] = []
@@ -191,8 +199,17 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
             blank += 1
             continue
         try:
-            records.append(parse_item(item, limits))
-            kept.append(row)
+            if line_mapper is not None and isinstance(item, bytes):
+                for fields in mapped(line_mapper, item, source, first_line + row):
+                    try:
+                        records.append(validate_record(fields, limits))
+                        kept.append(row)
+                    except InvalidRecord as exc:
+                        dead.append(DeadLetter(raw_text(item), str(exc), source,
+                                               str(first_line + row)))
+            else:
+                records.append(parse_item(item, limits))
+                kept.append(row)
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
             dead.append(DeadLetter(raw, str(exc), source, str(first_line + row)))
@@ -201,17 +218,30 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
     return LoadedRecords(frame.select("row", *FRAME_SCHEMA), dead, blank)
 
 
-def _load_parquet(name: str, limits: RecordLimits) -> LoadedRecords:
-    """Parquet rows go through the reference validator (rows arrive already decoded)."""
+def _sniff_stdin() -> str:
+    """`auto` on stdin: the first line in what is buffered (nothing is consumed)."""
+    stdin = sys.stdin.buffer
+    head = stdin.peek(1 << 16) if isinstance(stdin, io.BufferedReader) else b""
+    return resolve(AUTO, head.split(b"\n")) or BINLOOP
+
+
+def _load_parquet(name: str, limits: RecordLimits, input_format: str = "binloop"
+                  ) -> LoadedRecords:
+    """Parquet rows go through the reference validator (rows arrive already decoded);
+    so do the lines of other input formats, after their mapper."""
     frames: list[pl.DataFrame] = []
     dead: list[DeadLetter] = []
     blank = 0
-    for chunk in InputReader(name, PARQUET_BATCH):
+    line_mapper = mapper(input_format)
+    lines = 0
+    for chunk in InputReader(name, PARQUET_BATCH, input_format=input_format):
         part = _slow_path(chunk.items, range(len(chunk.items)), chunk.first_line, chunk.source,
-                          limits)
+                          limits, line_mapper)
         frames.append(part.frame.drop("row"))
         dead.extend(part.dead)
         blank += part.blank
-    return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank)
+        lines += len(chunk.items) - part.blank
+    return LoadedRecords(pl.concat(frames) if frames else empty_frame(), dead, blank,
+                         lines if line_mapper is not None else None)
 
 

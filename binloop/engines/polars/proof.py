@@ -22,6 +22,7 @@ from typing import Final
 
 import polars as pl
 
+from binloop.core.classify import GIVEN, INFER
 from binloop.core.schema import (
     FAILURE_MODE_MAX_CHARS,
     LINE_MAX_BYTES,
@@ -213,6 +214,12 @@ def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.Laz
         & (pl.col("v_duration_ms").is_null() | pl.col("v_duration_ms").str.contains(_UINT))
         & pl.col("v_id").str.contains(r"^[0-9a-fA-F]{64}$")
     )
+    if limits.failure_modes != GIVEN:
+        # A record whose failure mode is to be inferred takes the slow path, where the
+        # parse step's classifier gives it (the same function in every engine).
+        inferred = outcome.is_in(sorted(limits.infer_outcomes))
+        valid = valid & ~(inferred if limits.failure_modes == INFER else
+                          inferred & mode.is_null())
     normal_mode = pl.concat_str([code, mode.str.slice(code.str.len_bytes())])
     return lines.filter(valid.fill_null(False)).select(
         "row",
