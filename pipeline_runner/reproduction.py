@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from binloop.events import BINEvent
+from binloop.core.events import BINEvent
 from pipeline_runner.design import Design, InvalidDesign
 
 

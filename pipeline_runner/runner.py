@@ -22,17 +22,18 @@ from typing import Any, Final
 
 import orjson
 
-from binloop.events import BINEvent
-from pipeline_runner import manifest as mf
+from binloop.core.config import default
+from binloop.core.events import BINEvent
+from binloop.core.fsutil import sha256_bytes, write_tree
+from binloop.core.names import check_relpath
+from binloop.core.redact import Redactor
+from binloop.library import manifest as mf
+from binloop.library.store import Commit, ToolLibrary
 from pipeline_runner.audit import BuildAudit, BuildOutcome, StageRecord
 from pipeline_runner.control import AgentControl, LogControl, write_checkpoint
 from pipeline_runner.design import Design, InvalidDesign, check_design, design_from_json
 from pipeline_runner.designers import Designer
 from pipeline_runner.event_input import for_design
-from pipeline_runner.fsutil import sha256_bytes, write_tree
-from pipeline_runner.library import Commit, ToolLibrary
-from pipeline_runner.names import check_relpath
-from pipeline_runner.redact import Redactor
 from pipeline_runner.reproduction import check_reproduction
 from pipeline_runner.sandbox import SandboxMode, SandboxUnavailable, detect_isolation, require
 from pipeline_runner.stages import StageError, StageFailed, run_stage
@@ -46,11 +47,11 @@ UNSAFE_BUILDS: Final = "unsafe-builds.jsonl"  # under the library's .state/
 class StageTimeouts:
     """Seconds per in-process stage (sandboxed stages have their own wall limits)."""
 
-    pause: float = 10.0
-    design: float = 180.0
-    build: float = 180.0
-    reload: float = 10.0
-    resume: float = 10.0
+    pause: float = default("pause_timeout") / 1000
+    design: float = default("design_timeout") / 1000
+    build: float = default("design_timeout") / 1000
+    reload: float = default("pause_timeout") / 1000
+    resume: float = default("pause_timeout") / 1000
 
 
 @dataclass

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from binloop.events import BINEvent
+from binloop.core.events import BINEvent
+from binloop.library.manifest import Manifest
 from pipeline_runner.design import AcceptanceCase, Design, NoDesign, Step
 from pipeline_runner.designers.offline import OfflineDesigner
-from pipeline_runner.manifest import Manifest
 
 
 class NoDesignDesigner:

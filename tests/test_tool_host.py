@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pipeline_runner.library import ToolLibrary
+from binloop.library.store import ToolLibrary
 from pipeline_runner.sandbox import detect_isolation
 from pipeline_runner.sandbox.client import ToolError
 from pipeline_runner.sandbox.host import CallFailed, ToolHost

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline_runner import manifest as mf
+from binloop.library import manifest as mf
 from pipeline_runner.sandbox.host import CallFailed, ToolHost, ToolRefused, verified_files
 from pipeline_runner.sandbox.isolation import SandboxMode
 

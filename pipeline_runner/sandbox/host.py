@@ -45,12 +45,13 @@ from typing import Any, Final
 
 import orjson
 
-from pipeline_runner import manifest as mf
-from pipeline_runner.fsutil import sha256_bytes
-from pipeline_runner.library import ToolLibrary
-from pipeline_runner.names import UnsafeName, check_relpath, check_tool_name
+from binloop.core.fsutil import sha256_bytes
+from binloop.core.names import UnsafeName, check_relpath, check_tool_name
+from binloop.library import manifest as mf
+from binloop.library.store import ToolLibrary
 from pipeline_runner.sandbox.client import Invoke, TargetName, ToolError, ToolWorker, WorkerFailed
-from pipeline_runner.sandbox.isolation import SandboxMode, require
+from pipeline_runner.sandbox.isolation import SandboxMode
+from pipeline_runner.sandbox.probe import require
 from pipeline_runner.sandbox.runner import Limits, Sandbox
 
 TARGETS: Final = ("python", "typescript")

@@ -43,7 +43,7 @@ from typing import IO, Final
 
 import orjson
 
-from pipeline_runner.sandbox.isolation import SANDBOX_GID, Isolation, detect_isolation
+from pipeline_runner.sandbox.isolation import SANDBOX_GID, Isolation
 from pipeline_runner.sandbox.watchdog import Watchdog, Watched, kill_tree
 
 WORK: Final = "/work"
@@ -229,13 +229,13 @@ class Sandbox:
     """Runs commands under :class:`Limits`; `readable` are the directories they may read."""
 
     def __init__(self, limits: Limits | None = None, readable: Iterable[str | Path] = (),
-                 path_dirs: Iterable[str] = (), isolation: Isolation | None = None) -> None:
+                 path_dirs: Iterable[str] = (), *, isolation: Isolation) -> None:
         self.limits = limits or Limits()
         # (the base interpreter is always there: limits_exec.py sets the limits inside)
         wanted = [*readable, sys.base_prefix]
         self.readable = sorted({Path(p).resolve() for p in wanted if Path(p).exists()})
         self.path_dirs = list(path_dirs)
-        self.isolation = isolation or detect_isolation()
+        self.isolation = isolation  # (probe.require() says which; this module only obeys)
         if not self.isolation.confined:
             _remove_stale_dirs()
 
