@@ -35,7 +35,7 @@ from pipeline_runner.design import Design, InvalidDesign, check_design, design_f
 from pipeline_runner.designers import Designer
 from pipeline_runner.event_input import for_design
 from pipeline_runner.reproduction import check_reproduction
-from pipeline_runner.sandbox import SandboxMode, SandboxUnavailable, detect_isolation, require
+from pipeline_runner.sandbox import SandboxMode, SandboxUnavailable, require
 from pipeline_runner.stages import StageError, StageFailed, run_stage
 from pipeline_runner.targets import StageRun, Target
 
@@ -131,7 +131,7 @@ class BuildRunner:
             audit.redactions = redactor.count
             audit.duration_ms = round((time.perf_counter() - started) * 1000, 2)
             result.audit_path = audit.write(self.library.audit_dir)
-            if result.outcome == "gated" and audit.sandbox.get("mode") == "unsafe":
+            if result.outcome == "gated" and audit.sandbox.get("mechanism") == "none":
                 self._note_unsafe(result)
         return result
 
@@ -141,7 +141,8 @@ class BuildRunner:
         try:
             return require(mode).describe()
         except SandboxUnavailable as exc:  # the check stage fails closed with this reason
-            return {**detect_isolation().describe(), "refused": str(exc)}
+            refused = exc.isolation.describe() if exc.isolation else {}
+            return {**refused, "refused": str(exc)}
 
     def _note_unsafe(self, result: BuildResult) -> None:
         """Tools built with `--sandbox unsafe` are listed where `binloop status` sees them."""

@@ -305,3 +305,7 @@ class UseTimeProbeDesigner(OfflineDesigner):
 
 def use_time_probe(config: Any = None) -> UseTimeProbeDesigner:
     return UseTimeProbeDesigner(config)
+
+
+HOSTILE_PY["daemon_then_hang"] = HOSTILE_PY["daemon"] + "import time\ntime.sleep(600)\n"
+daemon_then_hang = hostile("daemon_then_hang")

@@ -205,3 +205,34 @@ def test_disk_is_capped(user: str) -> None:
     assert "HOSTILE wrote" in text, text[-1500:]
     written = int(text.split("HOSTILE wrote ")[1].split()[0])
     assert written * 60 <= 64, f"{written} x 60 MB written past a 64 MB cap"
+
+
+def test_a_build_killed_with_9_leaves_nothing_behind(user: str) -> None:
+    """kill -9 of `binloop build` while the tool runs: its sandbox dies with it (bwrap
+    --die-with-parent, the pid namespace with bwrap) and nothing is left in /tmp."""
+    import signal
+    import tempfile
+
+    marker = f"binloop-killed-{os.getpid()}-{time.monotonic_ns()}"
+    before = set(Path(tempfile.gettempdir()).glob("binloop-sbx-*"))
+    work = shared_dir("binloop-attack-")
+    event = work / "event.json"
+    event.write_bytes(orjson.dumps(payment_event()))
+    unprivileged = user == "nobody"
+    argv = as_user([*binloop_cli(unprivileged), "build", "--library", str(work / "library"),
+                    "--event", str(event), "--designer", "tests.designers:daemon_then_hang"],
+                   unprivileged)
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(work),
+                                 "PYTHONPATH": str(REPO), "BINLOOP_TEST_MARKER": marker})
+    deadline = time.monotonic() + 120
+    while not _marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _marked(marker), "the hostile tool never started"
+    os.kill(proc.pid, signal.SIGKILL)  # (setpriv execs: this is the CLI itself)
+    proc.wait(10)
+    deadline = time.monotonic() + 10
+    while _marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _marked(marker) == [], "sandboxed processes outlived the killed build"
+    assert set(Path(tempfile.gettempdir()).glob("binloop-sbx-*")) <= before

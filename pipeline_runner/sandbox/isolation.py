@@ -33,6 +33,10 @@ SANDBOX_MODES: Final = ("strict", "unsafe")
 class SandboxUnavailable(RuntimeError):
     """The isolation a strict build needs cannot be had here (the message names the part)."""
 
+    def __init__(self, reason: str, isolation: Isolation | None = None) -> None:
+        super().__init__(reason)
+        self.isolation = isolation
+
 
 @dataclass(frozen=True)
 class Isolation:

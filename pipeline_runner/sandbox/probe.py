@@ -117,7 +117,8 @@ def require(mode: SandboxMode) -> Isolation:
     if mode == "strict" and not isolation.complete:
         raise SandboxUnavailable(
             "sandbox unavailable, refusing to run generated code: missing "
-            + "; ".join(isolation.missing) + " (pass --sandbox unsafe to run it unconfined)")
+            + "; ".join(isolation.missing) + " (pass --sandbox unsafe to run it unconfined)",
+            isolation)
     return isolation.with_mode(mode)
 
 

@@ -6,8 +6,8 @@ is probed, and docs/sandbox.md):
 * new user, pid, network, mount, IPC and UTS namespaces; no network (its loopback is
   its own), nested user namespaces disabled, a new session, no capabilities;
 * a read-only view of /usr, the interpreter/toolchain directories it is given
-  (`readable`), its own files at /work and binloop's trusted helper scripts at /binloop
-  (both copied in from memory: the host's copy is never mounted, and nothing is written
+  (`readable`), its own files and binloop's trusted helper scripts
+  (at /sandbox/work and /sandbox/binloop, both copied in from memory: the host's copy is never mounted, and nothing is written
   to the host's /tmp), a fresh /proc and /dev; nothing else of the host: no home
   directory, no project, no library, no other tool;
 * one writable place, a private tmpfs at /tmp capped at `Limits.tmpfs_mb` (also HOME);
@@ -46,8 +46,8 @@ import orjson
 from pipeline_runner.sandbox.isolation import SANDBOX_GID, Isolation
 from pipeline_runner.sandbox.watchdog import Watchdog, Watched, kill_tree
 
-WORK: Final = "/work"
-TRUSTED: Final = "/binloop"
+WORK: Final = "/sandbox/work"
+TRUSTED: Final = "/sandbox/binloop"
 TMP: Final = "/tmp"
 UNSAFE_PREFIX: Final = "binloop-sbx-"
 _SECRET_ENV: Final = re.compile(r"(?i)(key|token|secret|passw|credential|auth|cookie|session)")
@@ -249,7 +249,7 @@ class Sandbox:
     def run(self, argv: list[str], files: Files = None, limits: Limits | None = None,
             env: Mapping[str, str] | None = None,
             trusted: Mapping[str, bytes] | None = None) -> SandboxResult:
-        """Run `argv` (cwd /work holding `files`) to its end or its limits."""
+        """Run `argv` (cwd WORK holding `files`) to its end or its limits."""
         limits = limits or self.limits
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             started = time.perf_counter()
@@ -364,7 +364,7 @@ class Sandbox:
                 target.write_bytes(data)
 
         def local(arg: str) -> str:
-            for inside, outside in ((WORK, "work"), (TRUSTED, "binloop"), (TMP, "tmp")):
+            for inside, outside in ((WORK, "work"), (TRUSTED, "binloop")):
                 if arg == inside or arg.startswith(inside + "/"):
                     return str(root / outside) + arg[len(inside):]
             return arg
