@@ -6,9 +6,9 @@ is probed, and docs/sandbox.md):
 * new user, pid, network, mount, IPC and UTS namespaces; no network (its loopback is
   its own), nested user namespaces disabled, a new session, no capabilities;
 * a read-only view of /usr, the interpreter/toolchain directories it is given
-  (`readable`), its own files and binloop's trusted helper scripts
-  (at /sandbox/work and /sandbox/binloop, both copied in from memory: the host's copy is never mounted, and nothing is written
-  to the host's /tmp), a fresh /proc and /dev; nothing else of the host: no home
+  (`readable`), its own files and binloop's trusted helper scripts (at /sandbox/work
+  and /sandbox/binloop, both copied in from memory: the host's copy is never mounted,
+  and nothing is written to the host's /tmp), a fresh /proc and /dev; nothing else of the host: no home
   directory, no project, no library, no other tool;
 * one writable place, a private tmpfs at /tmp capped at `Limits.tmpfs_mb` (also HOME);
 * an environment of PATH, HOME, TMPDIR, LANG and the caller's non-secret extras;
