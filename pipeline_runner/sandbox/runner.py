@@ -8,8 +8,8 @@ is probed, and docs/sandbox.md):
 * a read-only view of /usr, the interpreter/toolchain directories it is given
   (`readable`), its own files and binloop's trusted helper scripts (at /sandbox/work
   and /sandbox/binloop, both copied in from memory: the host's copy is never mounted,
-  and nothing is written to the host's /tmp), a fresh /proc and /dev; nothing else of the host: no home
-  directory, no project, no library, no other tool;
+  and nothing is written to the host's /tmp), a fresh /proc and /dev; nothing else of
+  the host: no home directory, no project, no library, no other tool;
 * one writable place, a private tmpfs at /tmp capped at `Limits.tmpfs_mb` (also HOME);
 * an environment of PATH, HOME, TMPDIR, LANG and the caller's non-secret extras;
 * RLIMIT_NPROC (counted inside its user namespace), RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE,
