@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from pipeline_runner.design import Design, InvalidDesign, check_design, design_f
 from pipeline_runner.designers import Designer
 from pipeline_runner.event_input import for_design
 from pipeline_runner.reproduction import check_reproduction
-from pipeline_runner.sandbox import SandboxMode, SandboxUnavailable, require
+from pipeline_runner.sandbox import SandboxMode, SandboxUnavailable, detect_isolation, require
 from pipeline_runner.stages import StageError, StageFailed, run_stage
 from pipeline_runner.targets import StageRun, Target
 
@@ -104,6 +105,8 @@ class BuildRunner:
         self.target = target
         self.control: AgentControl = control or LogControl()
         self.timeouts = timeouts or StageTimeouts()
+        # probe the sandbox now, off the build path (the first pause must not wait for it)
+        threading.Thread(target=detect_isolation, daemon=True, name="binloop-probe").start()
 
     def build(self, event: BINEvent, build_id: str | None = None) -> BuildResult:
         """Run the whole pipeline for one event; never raises for a stage failure."""
@@ -114,7 +117,6 @@ class BuildRunner:
         redactor = Redactor()
         design_event = for_design(event, redactor)
         audit = BuildAudit(build_id, dict(design_event), self.designer.name, self.target.name)
-        audit.sandbox = self._sandbox_in_force()
         started = time.perf_counter()
         result = BuildResult(build_id, event["event_id"], "rolled_back", stages=audit.stages)
         checkpoint: dict[str, Any] = {}
@@ -126,6 +128,7 @@ class BuildRunner:
             result.outcome = "error" if failed.record.stage == "gate" else "rolled_back"
         finally:
             self._resume(event, checkpoint, audit.stages)
+            audit.sandbox = self._sandbox_in_force()  # (after the pause: it may probe)
             audit.outcome, audit.reason = result.outcome, result.reason
             audit.tool, audit.manifest_version = result.tool, result.manifest_version
             audit.redactions = redactor.count
