@@ -211,11 +211,13 @@ def test_a_build_killed_with_9_leaves_nothing_behind(user: str) -> None:
     """kill -9 of `binloop build` while the tool runs: its sandbox dies with it (bwrap
     --die-with-parent, the pid namespace with bwrap) and nothing is left in /tmp."""
     import signal
-    import tempfile
 
     marker = f"binloop-killed-{os.getpid()}-{time.monotonic_ns()}"
-    before = set(Path(tempfile.gettempdir()).glob("binloop-sbx-*"))
     work = shared_dir("binloop-attack-")
+    private_tmp = work / "tmp"  # the build's temp dir: other sessions' files stay out of it
+    private_tmp.mkdir()
+    if is_root():
+        os.chown(private_tmp, 65534, 65534)
     event = work / "event.json"
     event.write_bytes(orjson.dumps(payment_event()))
     unprivileged = user == "nobody"
@@ -224,7 +226,8 @@ def test_a_build_killed_with_9_leaves_nothing_behind(user: str) -> None:
                    unprivileged)
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={"PATH": "/usr/bin:/bin", "HOME": str(work),
-                                 "PYTHONPATH": str(REPO), "BINLOOP_TEST_MARKER": marker})
+                                 "TMPDIR": str(private_tmp), "PYTHONPATH": str(REPO),
+                                 "BINLOOP_TEST_MARKER": marker})
     deadline = time.monotonic() + 120
     while not _marked(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -235,4 +238,4 @@ def test_a_build_killed_with_9_leaves_nothing_behind(user: str) -> None:
     while _marked(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _marked(marker) == [], "sandboxed processes outlived the killed build"
-    assert set(Path(tempfile.gettempdir()).glob("binloop-sbx-*")) <= before
+    assert list(private_tmp.glob("binloop-sbx-*")) == []
