@@ -334,6 +334,11 @@ class Config:
                                      metavar="MB")
     sandbox_processes: int = setting(128, "process/thread limit of the sandbox user",
                                      groups=BUILD, parse=positive_int, metavar="N")
+    sandbox: str = setting("strict", "strict: generated code runs only in the full sandbox and "
+                           "builds fail closed where it cannot be had; unsafe: run it "
+                           "unconfined anyway (shown in the audit record and in status)",
+                           groups=BUILD + TOOLS, parse=lambda t: _choice(t, ("strict", "unsafe")),
+                           metavar="MODE")
     toolchain_dir: str | None = setting(None, "cache of the TypeScript toolchain (default "
                                         "~/.cache/binloop/toolchain)", groups=BUILD,
                                         parse=optional_text, metavar="DIR")
