@@ -124,6 +124,21 @@ KEY_NAMES = ["dbPassword", "DB_PASSWORD", "db-password", "db.password", "DbPassw
              "", "123", "ÉTOKEN"]
 
 
+def test_non_ascii_text_as_docs_hanzo_md_says(tmp_path: Path) -> None:
+    """Case-insensitive rules fold ASCII letters only, in node as in Python (a long s or a
+    Kelvin sign is not an s or a k); an emoji counts twice in JavaScript, so the one
+    length-bounded free-text rule masks a short emoji value in the bot only."""
+    same = ["pa\u017fsword is hunter2x", "PASSWORD is hunter2x", "\u017fecret=abc",
+            "\u212aey-0123456789abcdef0123456789abcdef",
+            "token \U0001F600\U0001F600\U0001F600\U0001F600\U0001F600\U0001F6001"]
+    safer = "token \U0001F600\U0001F600\U0001F6001 here"
+    body = f"""import {{ Redactor }} from "{(BRIDGE / "src/redact.ts").as_uri()}";
+console.log(JSON.stringify(DATA.map((t) => new Redactor().evidenceText(t))));"""
+    ours = run_node(tmp_path, body, [*same, safer])
+    assert ours[:-1] == [Redactor().evidence_text(t) for t in same]
+    assert Redactor().evidence_text(safer) == safer and ours[-1] == "token [REDACTED] here"
+
+
 def test_real_telemetry_leaves_the_bridge_as_it_came(tmp_path: Path) -> None:
     """The 1,164 calls of tau-bench's airline agent hold no secret: the bridge changes
     none of them, as binloop changes none."""

@@ -216,14 +216,6 @@ export class Redactor {
   }
 }
 
-export function redactValue(value: unknown): unknown {
-  return new Redactor().value(value);
-}
-
-export function redactText(text: string): string {
-  return new Redactor().text(text);
-}
-
 export function redactArgs(args: Record<string, unknown>): Record<string, unknown> {
   return new Redactor().value(args, undefined, true) as Record<string, unknown>;
 }
