@@ -154,7 +154,12 @@ def test_a_key_a_gated_tool_answers_is_not_built_again(gated: tuple[Path, str],
                                        Config().config_digest()),
                   "tool": key["tool"], "failure_mode": key["failure_mode"], "theta": 3,
                   "window": "session", "session_id": 1, "count": 3, "first_ts": T0,
-                  "fired_ts": T0, "arm_epoch": 0, "evidence": [], "config": {}}
+                  "fired_ts": T0, "arm_epoch": 0, "config": {},
+                  # a real BINEvent carries its evidence (the runner refuses one without)
+                  "evidence": [validate_record({"session_id": 1, "ts": T0 + i, "tool": key["tool"],
+                                                "args": {"i": i}, "outcome": "failure",
+                                                "failure_mode": key["failure_mode"],
+                                                "error": "failed"}) for i in range(3)]}
     runner = runner_for(library)
     result = runner.build(event)
     assert result.outcome == "gated" and result.reason == "a gated tool already answers this key"

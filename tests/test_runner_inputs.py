@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
+from binloop.core.errors import EX_DATAERR
 from binloop.core.events import dumps_event
 from binloop.library.store import ToolLibrary
 from pipeline_runner.event_input import InvalidEvent
@@ -60,7 +61,7 @@ def test_an_event_id_that_is_a_path_writes_nothing_anywhere(tmp_path: Path,
     event_file.write_bytes(orjson.dumps(event))
     before = tree(tmp_path)
     run = cli("build", "--event", str(event_file), "--library", str(library))
-    assert run.returncode == 1, run.stderr
+    assert run.returncode == EX_DATAERR, run.stderr
     assert "event_id" in run.stderr and "64 lower-case hex" in run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
     with pytest.raises(InvalidEvent, match="64 lower-case hex"):
@@ -218,7 +219,8 @@ def test_hostile_names_and_ids_through_the_cli_as_each_user(user: str) -> None:
         refused = subprocess.run(as_user([*cli_argv, "build", "--event", str(bad), "--library",
                                           str(library)], unprivileged),
                                  capture_output=True, text=True, timeout=300, cwd=work)
-        assert refused.returncode == 1 and "64 lower-case hex" in refused.stderr, refused.stderr
+        assert refused.returncode == EX_DATAERR, refused.stderr
+        assert "64 lower-case hex" in refused.stderr, refused.stderr
         assert tree(work) == before
         built = subprocess.run(as_user([*cli_argv, "build", "--event", str(good), "--library",
                                         str(library), "--json"], unprivileged),
