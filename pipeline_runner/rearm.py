@@ -60,13 +60,10 @@ class RearmScheduler:
         return delay
 
     def pending(self) -> list[dict[str, Any]]:
-        return [record for _, record in self._pending()]
-
-    def _pending(self) -> list[tuple[Path, dict[str, Any]]]:
         records = []
         for path in sorted(self.directory.glob("*.json")):
             try:
-                records.append((path, orjson.loads(path.read_bytes())))
+                records.append(orjson.loads(path.read_bytes()))
             except (OSError, orjson.JSONDecodeError):
                 continue
         return records
@@ -75,7 +72,7 @@ class RearmScheduler:
         """Publish every due re-arm; returns seconds until the next one (None: none left)."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         next_due: float | None = None
-        for path, record in self._pending():
+        for record in self.pending():
             if record["due_ms"] <= now_ms:
                 try:
                     self._publish(record)
@@ -83,7 +80,8 @@ class RearmScheduler:
                     log.exception("re-arm of %s could not be published", record["event_id"])
                     next_due = 1.0 if next_due is None else min(next_due, 1.0)
                     continue
-                path.unlink(missing_ok=True)
+                (self.directory / f"{check_event_id(record['event_id'])}.json").unlink(
+                    missing_ok=True)
             else:
                 wait = (record["due_ms"] - now_ms) / 1000
                 next_due = wait if next_due is None else min(next_due, wait)
