@@ -89,5 +89,7 @@ def test_the_host_runs_active_tools_and_refuses_withdrawn_ones(
     assert refused == {"id": "2", "ok": False, "error": f"no active tool {name!r}"}
     (lib.root / entry["path"] / "tool.py").write_text("raise SystemExit(0)\n")
     lib.set_status(name, "stable", "test")
+    assert host.reload() == []  # a tool whose files changed is refused when it is loaded
+    assert "sha256" in host.refused[name]
     tampered = answer(host, orjson.dumps({"id": "3", "tool": name, "params": params}))
-    assert tampered["ok"] is False and "sha256" in tampered["error"]
+    assert tampered == {"id": "3", "ok": False, "error": f"no active tool {name!r}"}

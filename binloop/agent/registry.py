@@ -104,7 +104,7 @@ class ToolRegistry:
         """Bring the hosted tools in line with the manifest (waiting up to `wait_s` for
         it to reach `min_version`, e.g. a copy of the library that lags behind)."""
         deadline = time.monotonic() + wait_s
-        while self.library.read()["version"] < min_version and time.monotonic() < deadline:
+        while self._version() < min_version and time.monotonic() < deadline:
             time.sleep(0.05)
         before = {n: t.version for n, t in self.tools.items()}
         self.host.reload()
@@ -121,6 +121,13 @@ class ToolRegistry:
                 change.loaded.append(name)
         self.manifest_version = self.host.manifest_version
         return change
+
+    def _version(self) -> int:
+        """The manifest's version (-1 for one that fails its checks: the host refuses it)."""
+        try:
+            return self.library.read()["version"]
+        except mf.ManifestError:
+            return -1
 
     def withdraw(self) -> list[str]:
         """Stop tools the manifest no longer lets run (loads nothing new)."""

@@ -153,7 +153,14 @@ class ToolHost:
         """Bring the hosted tools in line with the manifest; the names now hosted."""
         with self._lock:
             self._seen_stat = self._stat()
-            manifest = self.library.read()
+            try:
+                manifest = self.library.read()
+            except mf.ManifestError as exc:  # a tampered manifest: nothing of it runs
+                for tool in self.tools.values():
+                    tool.stop()
+                self.tools = {}
+                self.refused = dict.fromkeys(self._listed_names(), f"manifest refused: {exc}")
+                return []
             wanted = self._wanted(manifest)
             for name in [n for n, t in self.tools.items()
                          if n not in wanted or wanted[n]["version"] != t.version]:
@@ -168,6 +175,14 @@ class ToolHost:
                     self.refused[name] = str(exc)
             self.manifest_version = manifest["version"]
             return sorted(self.tools)
+
+    def _listed_names(self) -> list[str]:
+        """The tool names a manifest that failed its checks lists (for the refusals)."""
+        try:
+            tools = orjson.loads((self.library.root / "manifest.json").read_bytes())["tools"]
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+            return []
+        return [str(name) for name in tools] if isinstance(tools, dict) else []
 
     def withdraw(self) -> list[str]:
         """Stop tools the manifest no longer lets run (loads nothing new); cheap when the
