@@ -57,7 +57,7 @@ def sweep_seconds(path: Path) -> dict[str, float]:
     from binloop.detection import detect
     from binloop.ingest import parse_chunk
     from binloop.inputs import InputReader
-    from binloop.polars_engine import detect_frame, load_records
+    from binloop.engines.polars.engine import detect_frame, load_records
     from binloop.window import WindowSpec
 
     settings = [Config(theta=t, window=WindowSpec.parse(w)).detection()

@@ -26,7 +26,7 @@ from binloop.schema import RecordLimits, ToolInvocation
 from binloop.summary import Progress
 
 ENGINES: Final = ("auto", "polars", "reference")
-POLARS_MODULE: Final = "binloop.polars_engine"
+POLARS_MODULE: Final = "binloop.engines.polars.engine"
 METRIC_COLUMNS: Final = ("row", "id", "session", "ts", "tool", "failure_mode", "outcome")
 
 
@@ -45,7 +45,7 @@ def polars_engine_available() -> bool:
 
 
 def resolve(engine: str) -> str:
-    """`auto` -> `polars` when `binloop.polars_engine` exists, else `reference`."""
+    """`auto` -> `polars` when `binloop.engines.polars.engine` exists, else `reference`."""
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
     if engine == "auto":

@@ -194,8 +194,9 @@ class Config:
                                groups=DETECT, parse=parse_duration_ms, show=_show_duration,
                                metavar="DUR")
     allowed_lateness: int = setting(60 * 60_000,
-                                    "how far behind the newest ts a record may arrive before "
-                                    "idle state that it would have joined may be evicted",
+                                    "a counted record more than this behind the newest ts of "
+                                    "its own key is counted as beyond_lateness (a data-quality "
+                                    "counter; no event depends on it)",
                                     groups=DETECT, parse=non_negative_duration_ms,
                                     show=_show_duration, metavar="DUR")
     dedup_max: int = setting(64, "recent record ids remembered per key to drop duplicates",

@@ -62,7 +62,7 @@ def run_reference_on(config: Config) -> Outcome:
 
 
 def run_polars_on(config: Config) -> Outcome:
-    from binloop.polars_engine import run_polars
+    from binloop.engines.polars.engine import run_polars
 
     return outcome_of(config, run_polars(config))
 

@@ -5,12 +5,10 @@ out-of-order ts, interleaved int and str sessions, exact duplicates, invalid lin
 must give the same events (content, and order per key), dead letters, late records and
 counters.
 
-Disorder and the Bytewax flow: the detector drops idle windows against its clock (newest
-ts seen), which is invisible only while no record arrives more than `allowed_lateness`
-behind that clock. The flow runs one detector per state shard, each with its own clock,
-so the streams given to it keep their disorder within `allowed_lateness`. The polars
-engine reproduces the single detector's clock exactly, so it is held to the reference on
-any disorder (lag far beyond `allowed_lateness`).
+Clock skew: every clock is a key's own (`binloop.detection`), so the streams carry any
+disorder (lag far beyond `allowed_lateness`), records of other keys dated up to a day
+ahead or behind, records beyond the future-skew allowance (dead letters), and damaged
+(truncated) lines, for every engine, the Bytewax flow with 1 and 3 workers included.
 """
 
 from __future__ import annotations
@@ -25,8 +23,8 @@ from hypothesis import strategies as st
 from binloop.config import Config
 from binloop.detection import Detector, DetectorStats
 from binloop.ingest import parse_item
-from binloop.polars_engine import detect_rows
-from binloop.polars_frame import records_frame
+from binloop.engines.polars.engine import detect_rows
+from binloop.engines.polars.read import records_frame
 from binloop.reference import detect_records
 from binloop.schema import InvalidRecord, ToolInvocation
 from tests.engine_runs import (
@@ -77,7 +75,6 @@ def test_polars_detection_is_the_detector(lines: list[bytes], knobs: dict[str, A
     got = detect_rows(records_frame(records), config.detection())
     assert got.events == events
     assert got.late_rows == late
-    stats.evicted_windows = 0  # how often state was dropped is not an output
     assert got.stats == stats
 
 
@@ -99,13 +96,12 @@ def test_polars_run_writes_what_the_reference_writes(
 
 @pytest.mark.slow
 @BYTEWAX
-@given(lines=telemetry_lines(max_lag=200, max_size=60),
-       knobs=detection_settings(allowed_lateness=200),
+@given(lines=telemetry_lines(max_lag=3000, max_size=60), knobs=detection_settings(),
        shards=st.sampled_from((1, 3, 64)), batch_size=st.sampled_from((4, 16, 4096)))
 def test_bytewax_flow_agrees_with_reference_and_polars(
         tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], knobs: dict[str, Any],
         shards: int, batch_size: int) -> None:
-    """Disorder within allowed_lateness; 1 worker (`run_main`) and 3 worker threads."""
+    """Any disorder and skew; 1 worker (`run_main`) and 3 worker threads."""
     base = tmp_path_factory.mktemp("flow")
     path = write_lines(base / "in.jsonl", lines)
     extra = {"shards": shards, "batch_size": batch_size}

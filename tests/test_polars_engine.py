@@ -15,14 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import binloop.polars_load as polars_load
+import binloop.engines.polars.read as polars_load
 from binloop.config import Config
 from binloop.detection import DetectionParams, detect
 from binloop.ingest import parse_chunk
 from binloop.inputs import InputReader
-from binloop.polars_engine import detect_frame, detect_rows, load_records
-from binloop.polars_frame import record_of, records_frame
-from binloop.polars_load import LoadedRecords
+from binloop.engines.polars.engine import detect_frame, detect_rows, load_records
+from binloop.engines.polars.read import LoadedRecords, record_of, records_frame
 from binloop.schema import (
     DEFAULT_LIMITS,
     DeadLetter,
@@ -65,7 +64,12 @@ def assert_loads_like_reference(path: Path, limits: RecordLimits) -> LoadedRecor
     loaded = load_records(str(path), limits)
     assert loaded.dead == dead
     assert loaded.blank == blank
-    assert frame_records(loaded) == frame_records(LoadedRecords(records_frame(records), [], 0))
+    ours = frame_records(loaded)
+    theirs = frame_records(LoadedRecords(records_frame(records), [], 0))
+    # A proven line without an id has none in the frame (its hash is computed where it is
+    # used: the record rebuilt for evidence, compared here, carries it).
+    assert len(ours) == len(theirs)
+    assert ours == [(None, *t[1:]) if o[0] is None else t for o, t in zip(ours, theirs, strict=True)]
     return loaded
 
 
@@ -105,7 +109,7 @@ def test_gz_parquet_directory_and_stdin(tmp_path: Path) -> None:
         loaded = assert_loads_like_reference(path, limits)
         assert loaded.frame.height >= 19
     result = subprocess.run(
-        [sys.executable, "-c", "import sys; from binloop.polars_engine import load_records; "
+        [sys.executable, "-c", "import sys; from binloop.engines.polars.engine import load_records; "
          "r = load_records('-'); print(r.frame.height, len(r.dead), r.blank)"],
         input=body, capture_output=True, check=True)
     assert result.stdout.split() == [b"20", b"1", b"1"]

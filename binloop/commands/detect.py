@@ -40,7 +40,7 @@ def detect(config: Config) -> Any:
 
         return run_reference(config)
     if config.engine == "polars":
-        from binloop.polars_engine import run_polars
+        from binloop.engines.polars.engine import run_polars
 
         return run_polars(config)
     return run_bytewax(config)

@@ -1,0 +1,518 @@
+"""Reading telemetry for the polars engine: files as frames of valid records, a block at a
+time, exactly as the reference reader (`binloop.inputs` + `binloop.ingest`) reads them.
+
+The same valid records in the same order, the same dead letters (reasons, positions), the
+same blank-line count. A block of lines is validated with column expressions: a line is
+*proven* when it is byte for byte the JSON encoding of the values polars read, in the key
+order and with the separators its writer used (a block learns the few layouts its lines
+use from one line each), and those values pass the checks of `binloop.schema`, built from
+its declared bounds (`OUTCOMES`, `TOOL_MAX_CHARS`, the taxonomy, ...): anything doubtful
+is simply not proven. Such a line can mean nothing else to orjson, so the reference
+parser would accept it and produce exactly these values. `args` is the text between the
+fields before and after it, accepted when it is one JSON object that validation keeps as
+it is. Lines not proven are decided by `binloop.schema.parse_record`, which gives the
+reasons: in Python only for the lines a block cannot prove (invalid ones and odd ones
+out), never for the valid records of a well-formed file.
+
+A proven line without an `id` has a null `id` here: its content hash is computed only
+where it is used (`record_of`: evidence, late records, and keys where ids could collide).
+`record` (the line, or `dumps_record` of the validated record) is kept only for records
+with a failure mode.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Final, NamedTuple, Protocol
+
+import orjson
+import polars as pl
+
+from binloop.ingest import parse_item
+from binloop.inputs import STDIN, InputReader, RawItem
+from binloop.schema import (
+    DEFAULT_LIMITS,
+    FAILURE_MODE_MAX_CHARS,
+    LINE_MAX_BYTES,
+    OUTCOMES,
+    TOOL_MAX_CHARS,
+    DeadLetter,
+    InvalidRecord,
+    RecordLimits,
+    ToolInvocation,
+    dumps_record,
+    raw_text,
+    validate_record,
+)
+
+FRAME_SCHEMA: Final = {
+    # the line (or Parquet row) of the record in its file, from 1
+    "line": pl.UInt64,
+    # null for a proven line without an id (see `record_of`)
+    "id": pl.String,
+    # str(session_id); `session_int` tells an int id from a string one (1 and "1" differ)
+    "session_id": pl.String,
+    "session_int": pl.Boolean,
+    "ts": pl.UInt64,
+    "tool": pl.String,
+    "failure_mode": pl.String,
+    "outcome": pl.String,
+    "record": pl.Binary,
+}
+BLOCK_LINES: Final = 1 << 16
+LOAD_THREADS: Final = 2
+READ_BYTES: Final = 16 << 20
+PARQUET_BATCH: Final = 1 << 16
+# Layouts a block tries before leaving the rest of its lines to the reference parser.
+MAX_LAYOUTS: Final = 16
+# A record near the future-skew bound is left to the reference check (it reads the clock).
+SKEW_MARGIN_MS: Final = 60_000
+# `args` text of at most limit/5 bytes cannot re-encode to more than the limit (the worst
+# growth of a JSON token under orjson is a short exponent float: `1e15` -> 18 bytes).
+ARGS_GROWTH: Final = 5
+
+_FIELDS: Final = ("agent_id", "args", "duration_ms", "error", "failure_mode", "id", "outcome",
+                  "session_id", "tool", "ts")
+_UINT: Final = r"^(0|[1-9][0-9]{0,17})$"
+_INT: Final = r"^-?(0|[1-9][0-9]{0,17})$"
+_MODE: Final = r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$"
+_KNOWN_KEY: Final = '"(' + "|".join(_FIELDS) + r')"[ \t\r\n]*:'
+# \uD800-\uDFFF escapes are left to the slow path: polars accepts a lone surrogate,
+# orjson does not.
+_UNSAFE_ESCAPE: Final = r"\\u[dD][89a-fA-F]"
+# JSON tokens that orjson may re-encode longer than written: exponents, very long integers.
+_GROWS: Final = r"[0-9][eE][+-]?[0-9]+[,}\] ]|[0-9]{19}"
+
+
+class LoadedRecords(NamedTuple):
+    """Valid records in arrival order (`FRAME_SCHEMA`), rejects, and blank lines skipped."""
+
+    frame: pl.DataFrame
+    dead: list[DeadLetter]
+    blank: int
+
+
+class Block(NamedTuple):
+    """One block of one input file: its records, rejects and blanks, the number of lines
+    it covers and how far into the file (bytes) reading has got."""
+
+    source: str
+    loaded: LoadedRecords
+    lines: int
+    done_bytes: int
+
+
+def empty_frame() -> pl.DataFrame:
+    return pl.DataFrame(schema=FRAME_SCHEMA)
+
+
+def _empty_rows() -> pl.DataFrame:
+    """An empty frame with the block-row column `row` the loader sorts by."""
+    return empty_frame().with_columns(row=pl.Series([], dtype=pl.UInt32)).select(
+        "row", *FRAME_SCHEMA)
+
+
+def records_frame(records: Iterable[ToolInvocation],
+                  lines: list[int] | None = None) -> pl.DataFrame:
+    """Valid records (as `parse_record` returns them) as a frame of `FRAME_SCHEMA`;
+    `lines` defaults to 1, 2, ..."""
+    recs = list(records)
+    columns: dict[str, list[Any]] = {
+        "line": lines if lines is not None else list(range(1, len(recs) + 1)),
+        "id": [r["id"] for r in recs],
+        "session_id": [str(r["session_id"]) for r in recs],
+        "session_int": [type(r["session_id"]) is int for r in recs],
+        "ts": [r["ts"] for r in recs],
+        "tool": [r["tool"] for r in recs],
+        "failure_mode": [r["failure_mode"] for r in recs],
+        "outcome": [r["outcome"] for r in recs],
+        "record": [dumps_record(r) if r["failure_mode"] is not None else None for r in recs],
+    }
+    return pl.DataFrame(columns, schema=FRAME_SCHEMA)
+
+
+def record_of(record_json: bytes, failure_mode: str) -> ToolInvocation:
+    """The normalised record of a frame row (`record` column) with a failure mode.
+
+    The text is either a line proven valid under the run's limits or `dumps_record` of a
+    validated record; validating it again with limits that cannot bite (no clock, no
+    truncation, its own failure code) yields exactly the record the run's validation gave,
+    its content-hash `id` included.
+    """
+    code = failure_mode.split(".", 1)[0]
+    relaxed = RecordLimits(args_max_bytes=1 << 62, max_future_skew_ms=None,
+                           taxonomy=frozenset({code}))
+    return validate_record(orjson.loads(record_json), relaxed)
+
+
+# --- files and blocks -----------------------------------------------------------------
+
+
+OnProgress = Callable[[int, int], None]
+
+
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def file_blocks(name: str, limits: RecordLimits = DEFAULT_LIMITS,
+                block_lines: int = BLOCK_LINES) -> Iterator[Block]:
+    """The blocks of one input file (the name as `list_input_files` gives it: it is the
+    dead letters' source); memory holds a few blocks, never the file."""
+    lowered = name.lower()
+    if lowered.endswith((".parquet", ".pq")):
+        yield from _parquet_blocks(name, limits)
+    elif name == STDIN:
+        yield from jsonl_blocks(sys.stdin.buffer, name, limits, block_lines)
+    else:
+        with open(name, "rb") as raw:
+            if not lowered.endswith(".gz"):
+                yield from jsonl_blocks(raw, name, limits, block_lines)
+            else:
+                with gzip.GzipFile(fileobj=raw) as unzipped:
+                    yield from jsonl_blocks(unzipped, name, limits, block_lines, raw.tell)
+
+
+def jsonl_blocks(stream: Readable, source: str, limits: RecordLimits = DEFAULT_LIMITS,
+                 block_lines: int = BLOCK_LINES,
+                 position: Callable[[], int] | None = None) -> Iterator[Block]:
+    """JSONL from a stream, `block_lines` lines at a time; line numbers (the dead letters'
+    position) count from 1. `position` tells how far into the input file the stream is
+    (default: the bytes read)."""
+    pending: list[tuple[Future[LoadedRecords], int, int]] = []
+    # Two blocks in flight: polars releases the GIL while one block is validated.
+    with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
+        for first_line, lines, done_bytes in _line_blocks(stream, block_lines):
+            done = position() if position else done_bytes
+            pending.append((pool.submit(_load_block, lines, first_line, source, limits),
+                            len(lines), done))
+            if len(pending) >= LOAD_THREADS:
+                future, count, at = pending.pop(0)
+                yield Block(source, future.result(), count, at)
+        for future, count, at in pending:
+            yield Block(source, future.result(), count, at)
+
+
+def concat_blocks(blocks: Iterable[Block]) -> LoadedRecords:
+    """Blocks as one `LoadedRecords` (a whole input in memory: for sweeps and tests)."""
+    parts = [block.loaded for block in blocks]
+    frames = [part.frame for part in parts]
+    return LoadedRecords(pl.concat(frames) if frames else empty_frame(),
+                         [letter for part in parts for letter in part.dead],
+                         sum(part.blank for part in parts))
+
+
+def _line_blocks(stream: Readable, block_lines: int) -> Iterator[tuple[int, list[bytes], int]]:
+    """(first line number, up to `block_lines` lines, bytes read so far), lines split as
+    `binloop.inputs` splits them: at \\n, with trailing \\r removed."""
+    carry = b""
+    ready: list[bytes] = []
+    first_line, done = 1, 0
+    while True:
+        data = stream.read(READ_BYTES)
+        done += len(data)
+        if data:
+            text = carry + data
+            lines = text.split(b"\n")
+            carry = lines.pop()
+            ready.extend([line.rstrip(b"\r") for line in lines] if b"\r" in text else lines)
+        elif carry:
+            ready.append(carry.rstrip(b"\r"))
+            carry = b""
+        while len(ready) >= block_lines or (ready and not data):
+            block, ready = ready[:block_lines], ready[block_lines:]
+            yield first_line, block, done
+            first_line += len(block)
+        if not data:
+            return
+
+
+def _load_block(lines: list[bytes], first_line: int, source: str,
+                limits: RecordLimits) -> LoadedRecords:
+    """A block of lines: proven ones, the others through the reference parser."""
+    raw = pl.Series("raw", lines, dtype=pl.Binary)
+    block = pl.DataFrame({"text": _utf8(lines, raw), "size": raw.bin.size()}).with_row_index("row")
+    proven = _prove(lines, _candidates(block), limits, first_line)
+    unsettled = block.filter((pl.col("size") > 0) & ~pl.col("row").is_in(proven["row"].implode()))
+    slow = _slow_path(lines, unsettled["row"].to_list(), first_line, source, limits)
+    frame = proven if slow.frame.is_empty() else pl.concat([proven, slow.frame]).sort("row")
+    blank = int((block["size"] == 0).sum())
+    return LoadedRecords(frame.drop("row"), slow.dead, blank)
+
+
+def _utf8(lines: list[bytes], raw: pl.Series) -> pl.Series:
+    """The lines as text, null where a line is not UTF-8 (the slow path rejects those)."""
+    try:
+        text: pl.Series = raw.cast(pl.String)
+        return text
+    except pl.exceptions.ComputeError:
+        return pl.Series([_decoded(line) for line in lines], dtype=pl.String)
+
+
+def _decoded(line: bytes) -> str | None:
+    try:
+        return line.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, source: str,
+               limits: RecordLimits) -> LoadedRecords:
+    """The reference parser, item by item: valid records and dead letters with reasons
+    (as `binloop.ingest.parse_chunk`)."""
+    kept: list[int] = []
+    records: list[ToolInvocation] = []
+    dead: list[DeadLetter] = []
+    blank = 0
+    for row in rows:
+        item = items[row]
+        if not item:
+            blank += 1
+            continue
+        try:
+            records.append(parse_item(item, limits))
+            kept.append(row)
+        except InvalidRecord as exc:
+            raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
+            dead.append(DeadLetter(raw, str(exc), source, str(first_line + row)))
+    lines = [first_line + row for row in kept]
+    frame = records_frame(records, lines).with_columns(row=pl.Series(kept, dtype=pl.UInt32))
+    return LoadedRecords(frame.select("row", *FRAME_SCHEMA), dead, blank)
+
+
+def _parquet_blocks(name: str, limits: RecordLimits) -> Iterator[Block]:
+    """Parquet rows go through the reference validator (rows arrive already decoded)."""
+    reader = InputReader(name, PARQUET_BATCH)
+    for chunk in reader:
+        part = _slow_path(chunk.items, range(len(chunk.items)), chunk.first_line, chunk.source,
+                          limits)
+        yield Block(name, LoadedRecords(part.frame.drop("row"), part.dead, part.blank),
+                    len(chunk.items), reader.bytes_done)
+
+
+# --- the fast path: lines proven valid --------------------------------------------------
+
+
+class _Layout(NamedTuple):
+    """How one writer lays a record out: its keys in order (each but `args` with a value
+    or null; `args` flagged when written as null), whether `session_id` is a string, and
+    the separators."""
+
+    keys: tuple[tuple[str, bool], ...]
+    session_str: bool
+    kv: str
+    sep: str
+
+
+def _candidates(block: pl.DataFrame) -> pl.DataFrame:
+    """The lines (`text`, `size`, `row`) worth trying: UTF-8 objects within the size limit."""
+    text = pl.col("text")
+    return block.filter(text.is_not_null() & (pl.col("size") <= LINE_MAX_BYTES)
+                        & text.str.starts_with("{") & text.str.ends_with("}")
+                        & ~text.str.contains(_UNSAFE_ESCAPE))
+
+
+def _prove(lines: list[bytes], candidates: pl.DataFrame, limits: RecordLimits,
+           first_line: int) -> pl.DataFrame:
+    """The candidate lines proven valid, as frame rows (with their block `row`)."""
+    read = _read_fields(lines, candidates)
+    if read is None:
+        return _empty_rows()
+    proven: list[pl.DataFrame] = []
+    tried: set[_Layout] = set()
+    left = read
+    for _ in range(MAX_LAYOUTS):
+        if left.is_empty():
+            break
+        layout = _learn_layout(lines, left["row"].to_list(), tried)
+        if layout is None:
+            break
+        tried.add(layout)
+        matched = _matching(left, layout, limits)
+        if not matched.is_empty():
+            proven.append(_typed(matched.lazy(), limits, first_line).collect())
+            left = left.filter(~pl.col("row").is_in(matched["row"].implode()))
+    if not proven:
+        return _empty_rows()
+    return pl.concat(proven).sort("row")
+
+
+def _learn_layout(lines: list[bytes], rows: list[int], tried: set[_Layout]) -> _Layout | None:
+    """The layout of the first of `rows` (of the first few) that has a new one."""
+    for row in rows[:64]:
+        layout = _layout_of(lines[row])
+        if layout is not None and layout not in tried:
+            return layout
+    return None
+
+
+def _layout_of(line: bytes) -> _Layout | None:
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or not set(obj) <= set(_FIELDS) or "ts" not in obj:
+        return None
+    text = line.decode()
+    after_first = text.find('":', 1) + 2
+    kv = ": " if text[after_first:after_first + 1] == " " else ":"
+    sep = ", " if kv == ": " else ","
+    return _Layout(tuple((key, key == "args" and obj[key] is None) for key in obj),
+                   isinstance(obj.get("session_id"), str), kv, sep)
+
+
+def _read_fields(lines: list[bytes], candidates: pl.DataFrame) -> pl.DataFrame | None:
+    """The candidates with every field but `args` as text (`v_<name>`), None if polars
+    cannot read them."""
+    schema = {name: pl.String for name in _FIELDS if name != "args"}
+    for attempt in range(2):
+        if candidates.is_empty():
+            return None
+        if candidates.height == len(lines):
+            joined = b"\n".join(lines)
+        else:
+            joined = b"\n".join([lines[row] for row in candidates["row"].to_list()])
+        try:
+            values = pl.read_ndjson(io.BytesIO(joined), schema=schema)
+        except pl.exceptions.PolarsError:
+            if attempt:
+                return None
+            # Some line is not JSON: keep those that polars can read one by one.
+            candidates = candidates.filter(
+                pl.col("text").str.json_path_match("$.ts").is_not_null())
+            continue
+        if values.height != candidates.height:
+            return None
+        return pl.concat([candidates, values.rename({n: f"v_{n}" for n in schema})],
+                         how="horizontal")
+    return None
+
+
+def _encoded(key: str, layout: _Layout) -> pl.Expr:
+    """The JSON text of field `key`'s value as the layout's writer writes it."""
+    value = pl.col(f"v_{key}")
+    if key in ("ts", "duration_ms"):
+        return value
+    if key == "session_id":
+        return _json_string(value) if layout.session_str else value
+    if key in ("agent_id", "error"):
+        return _json_string(value)
+    return _quoted(value)
+
+
+def _matching(read: pl.DataFrame, layout: _Layout, limits: RecordLimits) -> pl.DataFrame:
+    """The lines whose text is exactly `layout` filled with their values (`args` aside)."""
+    kv, sep = layout.kv, layout.sep
+    pieces: list[list[pl.Expr]] = [[]]
+    for index, (key, is_null) in enumerate(layout.keys):
+        lead = "{" if index == 0 else sep
+        if key == "args" and not is_null:
+            pieces[0].append(pl.lit(f'{lead}"args"{kv}'))
+            pieces.append([])
+            continue
+        if is_null:
+            pieces[-1].append(pl.lit(f'{lead}"{key}"{kv}null'))
+            continue
+        pieces[-1].extend([pl.lit(f'{lead}"{key}"{kv}'), pl.when(
+            pl.col(f"v_{key}").is_null()).then(pl.lit("null")).otherwise(_encoded(key, layout))])
+    pieces[-1].append(pl.lit("}"))
+    absent = [pl.col(f"v_{name}").is_null() for name in _FIELDS
+              if name != "args" and name not in dict(layout.keys)]
+    shape = pl.all_horizontal([pl.lit(True), *absent])
+    text = pl.col("text")
+    base = read.with_columns(session_int=pl.lit(not layout.session_str))
+    if len(pieces) == 1:
+        return base.filter((shape & (text == pl.concat_str(pieces[0]))).fill_null(False))
+    head, tail = pl.concat_str(pieces[0]), pl.concat_str(pieces[1])
+    args_len = (pl.col("size").cast(pl.Int64) - pl.col("head").str.len_bytes().cast(pl.Int64)
+                - pl.col("tail").str.len_bytes().cast(pl.Int64))
+    framed = (base.lazy()
+              .filter(shape.fill_null(False))
+              .with_columns(head=head, tail=tail)
+              .with_columns(args_len=args_len)
+              .filter((text.str.starts_with(pl.col("head")) & text.str.ends_with(pl.col("tail"))
+                       & pl.col("args_len").is_between(2, limits.args_max_bytes))
+                      .fill_null(False))
+              .with_columns(args=text.str.slice(pl.col("head").str.len_chars(),
+                                                pl.col("args_len")))
+              .filter(_args_object(pl.col("args")))
+              .drop("head", "tail")
+              .collect())
+    # Long `args` could re-encode longer, or nest deeper than orjson allows: check those.
+    long_args = pl.col("args_len") * ARGS_GROWTH > limits.args_max_bytes
+    return pl.concat([framed.filter(~long_args),
+                      framed.filter(long_args & _args_stay(pl.col("args")))])
+
+
+def _quoted(value: pl.Expr) -> pl.Expr:
+    """A string that is only valid (or only taken here) without characters to escape."""
+    return pl.concat_str([pl.lit('"'), value, pl.lit('"')])
+
+
+def _json_string(value: pl.Expr) -> pl.Expr:
+    """The JSON text of a string as orjson and json.dumps write it, for strings whose only
+    characters to escape are `"`, `\\` and newline, tab, carriage return (others are left
+    to the slow path)."""
+    escaped = (value.str.replace_all("\\", "\\\\", literal=True)
+               .str.replace_all('"', '\\"', literal=True)
+               .str.replace_all("\n", "\\n", literal=True)
+               .str.replace_all("\t", "\\t", literal=True)
+               .str.replace_all("\r", "\\r", literal=True))
+    return pl.concat_str([pl.lit('"'), escaped, pl.lit('"')])
+
+
+def _args_object(args: pl.Expr) -> pl.Expr:
+    """The text between the fields before and after `args` is one object: a line whose
+    `args` is followed by another pair would show one of our keys in it (written plainly:
+    a key spelt with \\u escapes is not taken here at all)."""
+    return (args.str.starts_with("{") & args.str.ends_with("}")
+            & ~args.str.contains(_KNOWN_KEY) & ~args.str.contains("\\u", literal=True))
+
+
+def _args_stay(args: pl.Expr) -> pl.Expr:
+    """Long `args` that orjson re-encodes no longer and that are not deeply nested."""
+    return ~args.str.contains(_GROWS) & (args.str.count_matches(r"[\[{]") < 500)
+
+
+def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.LazyFrame:
+    """Rows whose values pass validation, as frame rows; the rest are dropped (slow path).
+    The bounds are `binloop.schema`'s own constants and the run's `RecordLimits`."""
+    mode = pl.col("v_failure_mode")
+    code = mode.str.extract(r"^([^.]+)", 1).str.to_uppercase()
+    taxonomy = sorted(limits.taxonomy)
+    ts_ok = pl.col("v_ts").str.contains(_UINT)
+    if limits.max_future_skew_ms is not None:
+        bound = int(time.time() * 1000) + limits.max_future_skew_ms - SKEW_MARGIN_MS
+        ts_ok = ts_ok & (pl.col("v_ts").cast(pl.UInt64, strict=False) <= max(bound, 0))
+    session = pl.col("v_session_id")
+    outcome = pl.col("v_outcome").str.to_lowercase()
+    valid = (
+        ts_ok
+        & pl.when(pl.col("session_int")).then(session.str.contains(_INT))
+        .otherwise(session.str.len_chars().is_between(1, TOOL_MAX_CHARS))
+        & pl.col("v_tool").str.len_chars().is_between(1, TOOL_MAX_CHARS)
+        & pl.col("v_outcome").str.contains(r"^[A-Za-z]+$") & outcome.is_in(sorted(OUTCOMES))
+        & (mode.is_null() | (mode.str.contains(_MODE)
+                             & (mode.str.len_chars() <= FAILURE_MODE_MAX_CHARS)
+                             & code.is_in(taxonomy)))
+        & (pl.col("v_duration_ms").is_null() | pl.col("v_duration_ms").str.contains(_UINT))
+        & (pl.col("v_id").is_null() | pl.col("v_id").str.contains(r"^[0-9a-fA-F]{64}$"))
+    )
+    normal_mode = pl.concat_str([code, mode.str.slice(code.str.len_bytes())])
+    return lines.filter(valid.fill_null(False)).select(
+        "row",
+        line=pl.col("row").cast(pl.UInt64) + first_line,
+        id=pl.col("v_id").str.to_lowercase(),
+        session_id=session,
+        session_int="session_int",
+        ts=pl.col("v_ts").cast(pl.UInt64),
+        tool="v_tool",
+        failure_mode=normal_mode,
+        outcome=outcome,
+        record=pl.when(mode.is_not_null()).then(pl.col("text").cast(pl.Binary)),
+    )
