@@ -96,7 +96,8 @@ def main() -> None:
     if args.child:
         child(args.child)
         return
-    events, one_line = CACHE / f"events-{args.events_mb}mb.jsonl", CACHE / f"line-{args.line_mb}mb.jsonl"
+    events = CACHE / f"events-{args.events_mb}mb.jsonl"
+    one_line = CACHE / f"line-{args.line_mb}mb.jsonl"
     make_events(events, args.events_mb)
     make_one_line(one_line, args.line_mb)
     for case, path in (("events", events), ("one-line", one_line)):

@@ -55,9 +55,9 @@ def sweep_seconds(path: Path) -> dict[str, float]:
     """One load then 15 parameter sets, for each engine's own replay API."""
     from binloop.config import Config
     from binloop.detection import detect
+    from binloop.engines.polars.engine import detect_frame, load_records
     from binloop.ingest import parse_chunk
     from binloop.inputs import InputReader
-    from binloop.engines.polars.engine import detect_frame, load_records
     from binloop.window import WindowSpec
 
     settings = [Config(theta=t, window=WindowSpec.parse(w)).detection()

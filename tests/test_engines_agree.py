@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import binloop.engines.polars.engine as polars_engine
+import binloop.engines.polars.read as polars_read
 from binloop.config import Config
 from binloop.detection import Detector, DetectorStats
 from binloop.ingest import parse_item
@@ -82,10 +82,10 @@ def test_polars_detection_is_the_detector(lines: list[bytes], knobs: dict[str, A
 @FILES
 @given(lines=telemetry_lines(max_lag=3000), knobs=detection_settings(),
        batch_size=st.sampled_from((1, 3, 8, 4096)), late_out=st.booleans(),
-       block_lines=st.sampled_from((1, 4, 1 << 16)))
+       block_bytes=st.sampled_from((1, 300, 1 << 23)))
 def test_polars_run_writes_what_the_reference_writes(
         tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], knobs: dict[str, Any],
-        batch_size: int, late_out: bool, block_lines: int) -> None:
+        batch_size: int, late_out: bool, block_bytes: int) -> None:
     """Whole replays of a file: the same events, dead letters (reasons, positions, and
     the reference's order, lates interleaved chunk by chunk) and counters; also when the
     engine works in tiny blocks, carrying its state from one to the next."""
@@ -94,7 +94,7 @@ def test_polars_run_writes_what_the_reference_writes(
     extra = {"batch_size": batch_size, **({} if late_out else {"late_out": None})}
     reference = run_reference_on(engine_config(path, base / "ref", **knobs, **extra))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(polars_engine, "BLOCK_LINES", block_lines)
+        patch.setattr(polars_read, "READ_BYTES", block_bytes)
         polars = run_polars_on(engine_config(path, base / "pol", **knobs, **extra))
     assert polars == reference
 

@@ -381,10 +381,12 @@ def _carry_over(state: DetectState, rows: pl.DataFrame) -> None:
     else:
         live = armed.filter(pl.col("ts") > pl.col("ts").max().over(KEY)
                             - 2 * params.window.size_ms)
-    state.carry = live.select(list(_COUNTED_SCHEMA)).with_columns(carried=pl.lit(True)).sort("seq")
+    state.carry = (live.select(list(_COUNTED_SCHEMA)).with_columns(carried=pl.lit(True))
+                   .sort("seq"))
     if params.dedup_max == 0:
         return
-    history = pl.concat([state.recent, armed.filter(~pl.col("carried")).select(list(_COUNTED_SCHEMA))])
+    fresh = armed.filter(~pl.col("carried")).select(list(_COUNTED_SCHEMA))
+    history = pl.concat([state.recent, fresh])
     state.recent = (history.filter(~_in_keys(state.fired)).sort("seq")
                     .filter(pl.int_range(pl.len()).reverse().over(KEY) < params.dedup_max)
                     .with_columns(carried=pl.lit(True)))

@@ -14,7 +14,7 @@ parameter set) or `detect_thetas` (every θ of one window in one pass).
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Iterator
 
 import polars as pl
 
@@ -22,7 +22,6 @@ from binloop.config import Config
 from binloop.detection import DetectionParams
 from binloop.engines.polars.detect import Detection, DetectState, detect_rows, detect_thetas
 from binloop.engines.polars.read import (
-    BLOCK_LINES,
     Block,
     LoadedRecords,
     OnProgress,
@@ -46,7 +45,7 @@ def load_records(path: str, limits: RecordLimits = DEFAULT_LIMITS,
     """Every record of `path` (a file, a directory of them, or - for stdin) in memory.
 
     `on_progress(bytes_read, lines_read)` is called after each block, with totals so far."""
-    return concat_blocks(_blocks(path, limits, BLOCK_LINES, on_progress))
+    return concat_blocks(_blocks(path, limits, on_progress))
 
 
 def detect_frame(records: pl.DataFrame | LoadedRecords,
@@ -55,12 +54,11 @@ def detect_frame(records: pl.DataFrame | LoadedRecords,
     return detect_rows(records, params).events
 
 
-def _blocks(path: str, limits: RecordLimits, block_lines: int,
-            on_progress: OnProgress | None) -> Any:
+def _blocks(path: str, limits: RecordLimits, on_progress: OnProgress | None) -> Iterator[Block]:
     bytes_before = lines_before = 0
     for name in list_input_files(path):
         done = 0
-        for block in file_blocks(name, limits, block_lines):
+        for block in file_blocks(name, limits):
             done += block.lines
             if on_progress is not None:
                 on_progress(bytes_before + block.done_bytes, lines_before + done)
@@ -80,54 +78,78 @@ def run_polars(config: Config) -> RunSummary:
     started = time.perf_counter()
     params, limits = config.detection(), config.record_limits()
     progress = Progress(input_size(config.input), config.progress)
-    # Blocks hold whole reference chunks, so that rejects keep the reference's order.
-    block_lines = config.batch_size * max(1, BLOCK_LINES // config.batch_size)
     state = DetectState(params)
     summary = RunSummary()
     outputs = Outputs(config)
+    rejects = _Rejects(outputs, config)
     try:
-        for block in _blocks(config.input, limits, block_lines, progress.update):
+        for block in _blocks(config.input, limits, progress.update):
             frame = block.loaded.frame
             detection = state.detect(frame)
-            outputs.events(detection.events)
-            _write_rejects(outputs, block, detection.late_rows, config)
+            if detection.events:
+                outputs.events(detection.events)
+            rejects.add(block, detection.late_rows)
             summary.records_read += frame.height + len(block.loaded.dead)
             summary.valid += frame.height
             summary.invalid += len(block.loaded.dead)
             summary.add_detector(detection.stats)
+        rejects.flush()
     finally:
         outputs.close()
     summary.elapsed_s = time.perf_counter() - started
     return summary
 
 
-def _write_rejects(outputs: Outputs, block: Block, late_rows: list[int],
-                   config: Config) -> None:
+class _Rejects:
     """Dead letters and late records in the order the reference engine writes them: chunk
-    by chunk (`batch_size` lines of one file), a chunk's dead letters before its lates."""
-    frame = block.loaded.frame
-    late = [_late_record(frame, row) for row in late_rows]
-    if config.late_out:
-        outputs.dead(block.loaded.dead)
-        outputs.late(late)
-        return
-    if not late:
-        outputs.dead(block.loaded.dead)
-        return
-    order: list[tuple[int, int, int, DeadLetter | ToolInvocation]] = []
-    for letter in block.loaded.dead:
-        line = int(letter.position)
-        order.append(((line - 1) // config.batch_size, 0, line, letter))
-    lines = frame["line"]
-    for row, rec in zip(late_rows, late, strict=True):
-        line = int(lines[row])
-        order.append(((line - 1) // config.batch_size, 1, line, rec))
-    order.sort(key=lambda entry: entry[:3])
-    for _, kind, _, item in order:
-        if kind == 0:
-            outputs.dead([item])  # type: ignore[list-item]
-        else:
-            outputs.late([item])  # type: ignore[list-item]
+    by chunk (`batch_size` lines of one file), a chunk's dead letters before its lates.
+    A block's last chunk may go on in the next block: its rejects wait for it."""
+
+    def __init__(self, outputs: Outputs, config: Config) -> None:
+        self._outputs = outputs
+        self._batch = config.batch_size
+        self._separate = bool(config.late_out)
+        self._source: str | None = None
+        self._lines = 0  # lines of the current file in the blocks so far
+        self._pending: list[tuple[int, int, int, DeadLetter | ToolInvocation]] = []
+
+    def add(self, block: Block, late_rows: list[int]) -> None:
+        frame = block.loaded.frame
+        late = [_late_record(frame, row) for row in late_rows]
+        if block.source != self._source:
+            self.flush()
+            self._source, self._lines = block.source, 0
+        self._lines += block.lines
+        if self._separate or (not late and not self._pending):
+            if block.loaded.dead:
+                self._outputs.dead(block.loaded.dead)
+            if late:
+                self._outputs.late(late)
+            return
+        for letter in block.loaded.dead:
+            line = int(letter.position)
+            self._pending.append(((line - 1) // self._batch, 0, line, letter))
+        lines = frame["line"]
+        for row, rec in zip(late_rows, late, strict=True):
+            line = int(lines[row])
+            self._pending.append(((line - 1) // self._batch, 1, line, rec))
+        last = self._lines
+        self._write((last - 1) // self._batch if last % self._batch else None)
+
+    def flush(self) -> None:
+        self._write(None)
+
+    def _write(self, keep_chunk: int | None) -> None:
+        self._pending.sort(key=lambda entry: entry[:3])
+        held = [entry for entry in self._pending if entry[0] == keep_chunk]
+        for chunk, kind, _, item in self._pending:
+            if chunk == keep_chunk:
+                continue
+            if kind == 0:
+                self._outputs.dead([item])  # type: ignore[list-item]
+            else:
+                self._outputs.late([item])  # type: ignore[list-item]
+        self._pending = held
 
 
 def _late_record(frame: pl.DataFrame, row: int) -> ToolInvocation:

@@ -22,6 +22,7 @@ with a failure mode.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import sys
@@ -44,10 +45,10 @@ from binloop.schema import (
     DeadLetter,
     InvalidRecord,
     RecordLimits,
+    RecordParser,
     ToolInvocation,
     dumps_record,
     raw_text,
-    validate_record,
 )
 
 FRAME_SCHEMA: Final = {
@@ -64,9 +65,9 @@ FRAME_SCHEMA: Final = {
     "outcome": pl.String,
     "record": pl.Binary,
 }
-BLOCK_LINES: Final = 1 << 16
 LOAD_THREADS: Final = 2
-READ_BYTES: Final = 16 << 20
+# Bytes of whole lines a block holds (a line longer than this is a block of its own).
+READ_BYTES: Final = 8 << 20
 PARQUET_BATCH: Final = 1 << 16
 # Layouts a block tries before leaving the rest of its lines to the reference parser.
 MAX_LAYOUTS: Final = 16
@@ -136,6 +137,12 @@ def records_frame(records: Iterable[ToolInvocation],
     return pl.DataFrame(columns, schema=FRAME_SCHEMA)
 
 
+@functools.lru_cache(maxsize=64)
+def _relaxed(code: str) -> RecordParser:
+    return RecordParser(RecordLimits(args_max_bytes=1 << 62, max_future_skew_ms=None,
+                                     taxonomy=frozenset({code})))
+
+
 def record_of(record_json: bytes, failure_mode: str) -> ToolInvocation:
     """The normalised record of a frame row (`record` column) with a failure mode.
 
@@ -144,10 +151,7 @@ def record_of(record_json: bytes, failure_mode: str) -> ToolInvocation:
     truncation, its own failure code) yields exactly the record the run's validation gave,
     its content-hash `id` included.
     """
-    code = failure_mode.split(".", 1)[0]
-    relaxed = RecordLimits(args_max_bytes=1 << 62, max_future_skew_ms=None,
-                           taxonomy=frozenset({code}))
-    return validate_record(orjson.loads(record_json), relaxed)
+    return _relaxed(failure_mode.split(".", 1)[0]).validate(orjson.loads(record_json))
 
 
 # --- files and blocks -----------------------------------------------------------------
@@ -161,41 +165,41 @@ class Readable(Protocol):
 
 
 def file_blocks(name: str, limits: RecordLimits = DEFAULT_LIMITS,
-                block_lines: int = BLOCK_LINES) -> Iterator[Block]:
+                block_bytes: int | None = None) -> Iterator[Block]:
     """The blocks of one input file (the name as `list_input_files` gives it: it is the
     dead letters' source); memory holds a few blocks, never the file."""
     lowered = name.lower()
     if lowered.endswith((".parquet", ".pq")):
         yield from _parquet_blocks(name, limits)
     elif name == STDIN:
-        yield from jsonl_blocks(sys.stdin.buffer, name, limits, block_lines)
+        yield from jsonl_blocks(sys.stdin.buffer, name, limits, block_bytes)
     else:
         with open(name, "rb") as raw:
             if not lowered.endswith(".gz"):
-                yield from jsonl_blocks(raw, name, limits, block_lines)
+                yield from jsonl_blocks(raw, name, limits, block_bytes)
             else:
                 with gzip.GzipFile(fileobj=raw) as unzipped:
-                    yield from jsonl_blocks(unzipped, name, limits, block_lines, raw.tell)
+                    yield from jsonl_blocks(unzipped, name, limits, block_bytes, raw.tell)
 
 
 def jsonl_blocks(stream: Readable, source: str, limits: RecordLimits = DEFAULT_LIMITS,
-                 block_lines: int = BLOCK_LINES,
+                 block_bytes: int | None = None,
                  position: Callable[[], int] | None = None) -> Iterator[Block]:
-    """JSONL from a stream, `block_lines` lines at a time; line numbers (the dead letters'
-    position) count from 1. `position` tells how far into the input file the stream is
-    (default: the bytes read)."""
+    """JSONL from a stream, about `block_bytes` (default `READ_BYTES`) of whole lines at a
+    time; line numbers (the dead letters' position) count from 1. `position` tells how far
+    into the input file the stream is (default: the bytes read)."""
     pending: list[tuple[Future[LoadedRecords], int, int]] = []
     # Two blocks in flight: polars releases the GIL while one block is validated.
     with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
-        for first_line, lines, done_bytes in _line_blocks(stream, block_lines):
+        for first_line, data, count, done_bytes in _byte_blocks(stream, block_bytes):
             done = position() if position else done_bytes
-            pending.append((pool.submit(_load_block, lines, first_line, source, limits),
-                            len(lines), done))
+            pending.append((pool.submit(_load_block, data, first_line, source, limits),
+                            count, done))
             if len(pending) >= LOAD_THREADS:
-                future, count, at = pending.pop(0)
-                yield Block(source, future.result(), count, at)
-        for future, count, at in pending:
-            yield Block(source, future.result(), count, at)
+                future, lines, at = pending.pop(0)
+                yield Block(source, future.result(), lines, at)
+        for future, lines, at in pending:
+            yield Block(source, future.result(), lines, at)
 
 
 def concat_blocks(blocks: Iterable[Block]) -> LoadedRecords:
@@ -207,51 +211,72 @@ def concat_blocks(blocks: Iterable[Block]) -> LoadedRecords:
                          sum(part.blank for part in parts))
 
 
-def _line_blocks(stream: Readable, block_lines: int) -> Iterator[tuple[int, list[bytes], int]]:
-    """(first line number, up to `block_lines` lines, bytes read so far), lines split as
-    `binloop.inputs` splits them: at \\n, with trailing \\r removed."""
+def _byte_blocks(stream: Readable, block_bytes: int | None) -> Iterator[
+        tuple[int, bytes, int, int]]:
+    """(first line number, whole lines ending in \n (the last one maybe not, at the end),
+    their number, bytes read so far). Lines are split as `binloop.inputs` splits them."""
+    size = block_bytes or READ_BYTES
     carry = b""
-    ready: list[bytes] = []
     first_line, done = 1, 0
     while True:
-        data = stream.read(READ_BYTES)
+        data = stream.read(size)
         done += len(data)
-        if data:
-            text = carry + data
-            lines = text.split(b"\n")
-            carry = lines.pop()
-            ready.extend([line.rstrip(b"\r") for line in lines] if b"\r" in text else lines)
-        elif carry:
-            ready.append(carry.rstrip(b"\r"))
-            carry = b""
-        while len(ready) >= block_lines or (ready and not data):
-            block, ready = ready[:block_lines], ready[block_lines:]
-            yield first_line, block, done
-            first_line += len(block)
         if not data:
+            if carry:
+                yield first_line, carry, 1, done
             return
+        text = carry + data if carry else data
+        end = text.rfind(b"\n") + 1
+        if end == 0:
+            carry = text
+            continue
+        block, carry = text[:end], text[end:]
+        count = block.count(b"\n")
+        yield first_line, block, count, done
+        first_line += count
 
 
-def _load_block(lines: list[bytes], first_line: int, source: str,
+def _lines_of(data: bytes) -> tuple[pl.Series, list[bytes] | None]:
+    """The lines of a block as text, split at \n with trailing \r removed, and (only
+    when the block is not all UTF-8) as bytes, with null text for lines not UTF-8."""
+    try:
+        whole = pl.Series([data], dtype=pl.Binary).cast(pl.String)
+    except pl.exceptions.ComputeError:
+        lines = data.split(b"\n")
+        if data.endswith(b"\n"):
+            lines.pop()
+        lines = [line.rstrip(b"\r") for line in lines]
+        return pl.Series("text", [_decoded(line) for line in lines], dtype=pl.String), lines
+    text = whole.str.split("\n").explode()
+    if data.endswith(b"\n"):
+        text = text.head(-1)
+    if b"\r" in data:
+        text = text.str.strip_chars_end("\r")
+    return text.rename("text"), None
+
+
+def _load_block(data: bytes, first_line: int, source: str,
                 limits: RecordLimits) -> LoadedRecords:
     """A block of lines: proven ones, the others through the reference parser."""
-    raw = pl.Series("raw", lines, dtype=pl.Binary)
-    block = pl.DataFrame({"text": _utf8(lines, raw), "size": raw.bin.size()}).with_row_index("row")
-    proven = _prove(lines, _candidates(block), limits, first_line)
+    text, raw_lines = _lines_of(data)
+    block = pl.DataFrame({"text": text}).with_columns(
+        size=pl.col("text").str.len_bytes()).with_row_index("row")
+    if raw_lines is not None:
+        block = block.with_columns(size=pl.Series([len(line) for line in raw_lines],
+                                                  dtype=pl.UInt32))
+    whole = data if raw_lines is None and b"\r" not in data else None
+    proven = _prove(block, _candidates(block), limits, first_line, whole)
     unsettled = block.filter((pl.col("size") > 0) & ~pl.col("row").is_in(proven["row"].implode()))
-    slow = _slow_path(lines, unsettled["row"].to_list(), first_line, source, limits)
+    rows = unsettled["row"].to_list()
+    if raw_lines is not None:
+        items: Sequence[RawItem] = raw_lines
+    else:
+        items = dict(zip(rows, [t.encode() for t in unsettled["text"].to_list()],
+                         strict=True))  # type: ignore[assignment]
+    slow = _slow_path(items, rows, first_line, source, limits)
     frame = proven if slow.frame.is_empty() else pl.concat([proven, slow.frame]).sort("row")
     blank = int((block["size"] == 0).sum())
     return LoadedRecords(frame.drop("row"), slow.dead, blank)
-
-
-def _utf8(lines: list[bytes], raw: pl.Series) -> pl.Series:
-    """The lines as text, null where a line is not UTF-8 (the slow path rejects those)."""
-    try:
-        text: pl.Series = raw.cast(pl.String)
-        return text
-    except pl.exceptions.ComputeError:
-        return pl.Series([_decoded(line) for line in lines], dtype=pl.String)
 
 
 def _decoded(line: bytes) -> str | None:
@@ -317,10 +342,11 @@ def _candidates(block: pl.DataFrame) -> pl.DataFrame:
                         & ~text.str.contains(_UNSAFE_ESCAPE))
 
 
-def _prove(lines: list[bytes], candidates: pl.DataFrame, limits: RecordLimits,
-           first_line: int) -> pl.DataFrame:
-    """The candidate lines proven valid, as frame rows (with their block `row`)."""
-    read = _read_fields(lines, candidates)
+def _prove(block: pl.DataFrame, candidates: pl.DataFrame, limits: RecordLimits,
+           first_line: int, whole: bytes | None) -> pl.DataFrame:
+    """The candidate lines proven valid, as frame rows (with their block `row`); `whole`
+    is the block's bytes when they are exactly its lines joined by \n."""
+    read = _read_fields(block.height, candidates, whole)
     if read is None:
         return _empty_rows()
     proven: list[pl.DataFrame] = []
@@ -329,7 +355,7 @@ def _prove(lines: list[bytes], candidates: pl.DataFrame, limits: RecordLimits,
     for _ in range(MAX_LAYOUTS):
         if left.is_empty():
             break
-        layout = _learn_layout(lines, left["row"].to_list(), tried)
+        layout = _learn_layout(left["text"].head(64).to_list(), tried)
         if layout is None:
             break
         tried.add(layout)
@@ -342,23 +368,22 @@ def _prove(lines: list[bytes], candidates: pl.DataFrame, limits: RecordLimits,
     return pl.concat(proven).sort("row")
 
 
-def _learn_layout(lines: list[bytes], rows: list[int], tried: set[_Layout]) -> _Layout | None:
-    """The layout of the first of `rows` (of the first few) that has a new one."""
-    for row in rows[:64]:
-        layout = _layout_of(lines[row])
+def _learn_layout(texts: list[str], tried: set[_Layout]) -> _Layout | None:
+    """The layout of the first of `texts` that has a new one."""
+    for text in texts:
+        layout = _layout_of(text)
         if layout is not None and layout not in tried:
             return layout
     return None
 
 
-def _layout_of(line: bytes) -> _Layout | None:
+def _layout_of(text: str) -> _Layout | None:
     try:
-        obj = orjson.loads(line)
+        obj = orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(obj, dict) or not set(obj) <= set(_FIELDS) or "ts" not in obj:
         return None
-    text = line.decode()
     after_first = text.find('":', 1) + 2
     kv = ": " if text[after_first:after_first + 1] == " " else ":"
     sep = ", " if kv == ": " else ","
@@ -366,17 +391,18 @@ def _layout_of(line: bytes) -> _Layout | None:
                    isinstance(obj.get("session_id"), str), kv, sep)
 
 
-def _read_fields(lines: list[bytes], candidates: pl.DataFrame) -> pl.DataFrame | None:
+def _read_fields(lines: int, candidates: pl.DataFrame,
+                 whole: bytes | None) -> pl.DataFrame | None:
     """The candidates with every field but `args` as text (`v_<name>`), None if polars
     cannot read them."""
     schema = {name: pl.String for name in _FIELDS if name != "args"}
     for attempt in range(2):
         if candidates.is_empty():
             return None
-        if candidates.height == len(lines):
-            joined = b"\n".join(lines)
+        if candidates.height == lines and whole is not None:
+            joined = whole
         else:
-            joined = b"\n".join([lines[row] for row in candidates["row"].to_list()])
+            joined = "\n".join(candidates["text"].to_list()).encode()
         try:
             values = pl.read_ndjson(io.BytesIO(joined), schema=schema)
         except pl.exceptions.PolarsError:
