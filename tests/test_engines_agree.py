@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 import binloop.engines.polars.read as polars_read
 from binloop.config import Config
 from binloop.detection import Detector, DetectorStats
-from binloop.ingest import parse_item
 from binloop.engines.polars.engine import detect_rows
 from binloop.engines.polars.read import records_frame
+from binloop.ingest import parse_item
 from binloop.reference import detect_records
 from binloop.schema import InvalidRecord, ToolInvocation
 from tests.engine_runs import (
