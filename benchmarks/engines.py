@@ -3,7 +3,7 @@
 `binloop bench engines --records N --out DIR` generates a bulk file of N records
 (`binloop simulate --profile bulk`: 5% failures over 1000 keys) and runs
 `binloop detect` on it once per engine as a child process: `reference`, `polars` (when
-`binloop.polars_engine` is installed), `bytewax` with 1 worker, and `bytewax` as a
+`binloop.engines.polars.engine` is installed), `bytewax` with 1 worker, and `bytewax` as a
 2-process local cluster. Throughput is records / wall time of the whole command
 (interpreter start included), and every figure is also given as a ratio to the
 reference engine of the same run, since absolute numbers depend on the machine and its
@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from benchmarks.replay_engine import polars_engine_available
-from binloop.simulate import SimParams, write_simulation
+from binloop.sim.replay_engine import polars_engine_available
+from binloop.sim.simulate import SimParams, write_simulation
 
 
 @dataclass

@@ -63,7 +63,7 @@ def make_one_line(path: Path, megabytes: int) -> None:
 
 
 def child(path: str) -> None:
-    from binloop.jsonl import JsonlFileWriter, event_key
+    from binloop.replay.jsonl import JsonlFileWriter, event_key
 
     started = time.perf_counter()
     writer = JsonlFileWriter(path, event_key)

@@ -30,10 +30,10 @@ from bytewax.dataflow import Dataflow
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
-from binloop.jetstream import StreamSpec, ensure_stream
-from binloop.nats_consumer import OrderedConsumer
-from binloop.nats_link import acquire_link, release_link
-from flows.nats_source import stop_requested
+from binloop.nats.consumer import OrderedConsumer
+from binloop.nats.jetstream import StreamSpec, ensure_stream
+from binloop.nats.link import acquire_link, release_link
+from binloop.ops.shutdown import stop_requested
 from flows.operators import Disarm, Rearm, ShardInput, shard_of
 
 log = logging.getLogger("binloop.nats")

@@ -2,7 +2,7 @@
 
 Run it as `python -m bytewax.run flows.detect:flow` (add `-w`, `-i`, `-a`, `-r` as for
 any Bytewax flow); it is configured by `BINLOOP_*` variables or `BINLOOP_CONFIG`
-(see `binloop.config`). `binloop detect --engine bytewax` does this for you.
+(see `binloop.core.config`). `binloop detect --engine bytewax` does this for you.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import bytewax.operators as op
 from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import Source
 
-from binloop.config import Config, load_config
-from binloop.detection import DetectorStats
-from binloop.events import BINEvent, dumps_event
-from binloop.inputs import RawChunk
-from binloop.jsonl import event_key
-from binloop.logs import json_line
-from binloop.outputs import dumps_dead, late_letter
-from binloop.schema import DeadLetter, ToolInvocation, dumps_record
+from binloop.core.config import Config, load_config
+from binloop.core.detection import DetectorStats
+from binloop.core.events import BINEvent, dumps_event
+from binloop.core.logs import json_line
+from binloop.core.schema import DeadLetter, ToolInvocation, dumps_record
+from binloop.replay.inputs import RawChunk
+from binloop.replay.jsonl import event_key
+from binloop.replay.outputs import dumps_dead, late_letter
 from flows.file_source import TelemetryFileSource
 from flows.operators import (
     DetectOut,

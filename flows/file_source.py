@@ -11,8 +11,8 @@ from __future__ import annotations
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
-from binloop.inputs import InputReader, RawChunk, ReadPosition, input_size
-from binloop.summary import Progress
+from binloop.core.summary import Progress
+from binloop.replay.inputs import InputReader, RawChunk, ReadPosition, input_size
 
 
 class _FilePartition(StatefulSourcePartition[RawChunk, ReadPosition]):

@@ -1,12 +1,12 @@
 """Telemetry from a NATS JetStream stream, as a Bytewax source of `RawChunk`s.
 
-The stream is partitioned by the server (see `binloop.jetstream`): partition `p` is
+The stream is partitioned by the server (see `binloop.nats.jetstream`): partition `p` is
 the subject filter `telemetry_p.<p>.>` (partition 0 also reads anything stored
 unpartitioned). Each Bytewax partition reads one stream partition through an ordered
 pull consumer with bounded requests in flight, and numbers its chunks 0, 1, 2, ...
-The consumer is :class:`binloop.wire_consumer.WireOrderedConsumer` on binloop's own
-lean client of the NATS protocol (`binloop.nats_wire`, one connection per worker
-thread), or :class:`binloop.nats_consumer.OrderedConsumer` on nats-py (`client =
+The consumer is :class:`binloop.nats.wire_consumer.WireOrderedConsumer` on binloop's own
+lean client of the NATS protocol (`binloop.nats.wire`, one connection per worker
+thread), or :class:`binloop.nats.consumer.OrderedConsumer` on nats-py (`client =
 nats-py`, and `auto` when the server needs TLS or NKeys); both keep the same contract.
 
 Delivery guarantee: exactly-once with Bytewax recovery. A partition's snapshot is
@@ -40,26 +40,26 @@ from typing import Protocol
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
-from binloop.inputs import RawChunk
-from binloop.jetstream import StreamSpec, connect, ensure_telemetry_stream
-from binloop.metrics import PartitionMetrics
-from binloop.nats_consumer import Delivery, OrderedConsumer, PullSettings
-from binloop.nats_link import acquire_link, release_link
-from binloop.nats_wire import Unsupported, acquire_wire, release_wire, stream_last_seq
-from binloop.schema import DeadLetter
-from binloop.subjects import partition_filters
-from binloop.wire_consumer import WireOrderedConsumer
+from binloop.core.schema import DeadLetter
+from binloop.nats.consumer import Delivery, OrderedConsumer, PullSettings
+from binloop.nats.jetstream import StreamSpec, connect, ensure_telemetry_stream
+from binloop.nats.link import acquire_link, release_link
+from binloop.nats.subjects import partition_filters
+from binloop.nats.wire import Unsupported, acquire_wire, release_wire, stream_last_seq
+from binloop.nats.wire_consumer import WireOrderedConsumer
+from binloop.ops.metrics import PartitionMetrics
+from binloop.ops.shutdown import stop_requested
+from binloop.replay.inputs import RawChunk
 
 SourceItem = RawChunk | DeadLetter
 log = logging.getLogger("binloop.nats")
 
 # Set to end every NATS source partition of this process cleanly (signal handlers).
-stop_requested = threading.Event()
 
 
 @dataclass(frozen=True)
 class NatsSourceSettings:
-    """Where and how to read telemetry (built from `binloop.config.Config`)."""
+    """Where and how to read telemetry (built from `binloop.core.config.Config`)."""
 
     url: str
     stream: StreamSpec
@@ -108,7 +108,7 @@ class _Consumer(Protocol):
 
 class _Reader(ABC):
     """A stream partition read in order after a position (the contract of
-    `binloop.nats_consumer.OrderedConsumer`), on one of the two clients."""
+    `binloop.nats.consumer.OrderedConsumer`), on one of the two clients."""
 
     consumer: _Consumer
 
@@ -126,7 +126,7 @@ class _Reader(ABC):
 
 
 class _WireReader(_Reader):
-    """On `binloop.nats_wire` (this thread's connection)."""
+    """On `binloop.nats.wire` (this thread's connection)."""
 
     consumer: WireOrderedConsumer
 

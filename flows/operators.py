@@ -24,11 +24,11 @@ from bytewax.dataflow import Stream, operator
 from bytewax.operators import StatefulBatchLogic
 from typing_extensions import override
 
-from binloop.detection import DetectionParams, Detector, DetectorStats, Key
-from binloop.events import BINEvent
-from binloop.ingest import parse_counted
-from binloop.inputs import RawChunk
-from binloop.schema import DeadLetter, RecordLimits, ToolInvocation
+from binloop.core.detection import DetectionParams, Detector, DetectorStats, Key
+from binloop.core.events import BINEvent
+from binloop.core.schema import DeadLetter, RecordLimits, ToolInvocation
+from binloop.replay.ingest import parse_counted
+from binloop.replay.inputs import RawChunk
 
 PARTITION_IDLE_S = 30.0
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from binloop.schema import ToolInvocation
-from pipeline_runner import manifest as mf
-from pipeline_runner.library import ToolLibrary
+from binloop.core.schema import ToolInvocation
+from binloop.library import manifest as mf
+from binloop.library.store import ToolLibrary
 
 
 @dataclass(frozen=True, slots=True)

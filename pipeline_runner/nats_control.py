@@ -8,7 +8,7 @@
 * `bin.registry.updated`: `{"version": <manifest version>, "tool": {...}}` after a gate.
 * resume: `{prefix}.{session_id}.resume` with the checkpoint (state included).
 
-Session ids are escaped into one subject token (`binloop.subjects.subject_token`).
+Session ids are escaped into one subject token (`binloop.nats.subjects.subject_token`).
 Publishes are core NATS (an agent that is not connected has nothing to resume) and are
 flushed before returning, so a message is on the server when the stage ends.
 """
@@ -22,10 +22,10 @@ import orjson
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from binloop.schema import SessionId
-from binloop.subjects import subject_token
+from binloop.core.schema import SessionId
+from binloop.nats.bridge import NatsBridge
+from binloop.nats.subjects import subject_token
 from pipeline_runner.control import TaskState
-from pipeline_runner.nats_bridge import NatsBridge
 
 log = logging.getLogger("binloop.builds")
 REGISTRY_SUBJECT = "bin.registry.updated"

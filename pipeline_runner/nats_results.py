@@ -1,6 +1,6 @@
 """Build results, re-arms and tool status changes to a JetStream stream (`BIN_BUILDS`).
 
-Subjects (tokens escaped by `binloop.subjects`):
+Subjects (tokens escaped by `binloop.nats.subjects`):
 * `{prefix}.result.{tool}.{failure_mode...}`: every build's outcome (gated / rolled_back
   / error), with the tool gated and the manifest version;
 * `{prefix}.rearm.{tool}.{failure_mode...}`: a re-arm that is due
@@ -21,11 +21,11 @@ from typing import Any
 
 import orjson
 
-from binloop.events import BINEvent
-from binloop.jetstream import StreamSpec, ensure_stream
-from binloop.subjects import MSG_ID_HEADER, event_subject, subject_token
+from binloop.core.events import BINEvent
+from binloop.nats.bridge import NatsBridge
+from binloop.nats.jetstream import StreamSpec, ensure_stream
+from binloop.nats.subjects import MSG_ID_HEADER, event_subject, subject_token
 from pipeline_runner.lifecycle import StatusChange
-from pipeline_runner.nats_bridge import NatsBridge
 from pipeline_runner.runner import BuildResult
 from pipeline_runner.service import result_message, status_message
 

@@ -15,11 +15,11 @@ import logging
 import threading
 from pathlib import Path
 
-from binloop.nats_consumer import OrderedConsumer
-from binloop.schema import InvalidRecord, parse_record
-from binloop.subjects import tool_filters
-from pipeline_runner.fsutil import atomic_write_bytes
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.core.fsutil import atomic_write_bytes
+from binloop.core.schema import InvalidRecord, parse_record
+from binloop.nats.bridge import NatsBridge
+from binloop.nats.consumer import OrderedConsumer
+from binloop.nats.subjects import tool_filters
 from pipeline_runner.service import BuildService
 
 log = logging.getLogger("binloop.builds")

@@ -20,17 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from binloop.events import BINEvent
-from pipeline_runner import manifest as mf
+from binloop.core.events import BINEvent
+from binloop.core.fsutil import sha256_bytes, write_tree
+from binloop.core.names import check_relpath
+from binloop.core.redact import Redactor
+from binloop.library import manifest as mf
+from binloop.library.store import Commit, ToolLibrary
 from pipeline_runner.audit import BuildAudit, BuildOutcome, StageRecord
 from pipeline_runner.control import AgentControl, LogControl, write_checkpoint
 from pipeline_runner.design import Design, InvalidDesign, check_design, design_from_json
 from pipeline_runner.designers import Designer
 from pipeline_runner.event_input import for_design
-from pipeline_runner.fsutil import sha256_bytes, write_tree
-from pipeline_runner.library import Commit, ToolLibrary
-from pipeline_runner.names import check_relpath
-from pipeline_runner.redact import Redactor
 from pipeline_runner.sandbox import detect_isolation
 from pipeline_runner.stages import StageError, StageFailed, run_stage
 from pipeline_runner.targets import StageRun, Target

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline_runner.fsutil import exclusive_lock
+from binloop.core.fsutil import exclusive_lock
 
 
 class ToolchainUnavailable(RuntimeError):

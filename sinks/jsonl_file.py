@@ -14,7 +14,7 @@ from pathlib import Path
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from typing_extensions import override
 
-from binloop.jsonl import JsonlFileWriter, KeyOf
+from binloop.replay.jsonl import JsonlFileWriter, KeyOf
 
 
 class _JsonlFilePartition(StatefulSinkPartition[bytes, int]):

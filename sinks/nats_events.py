@@ -1,6 +1,6 @@
 """BINEvents to a JetStream stream (default `BIN_EVENTS`, subjects `bin.events.>`).
 
-Each event goes to `bin.events.{tool}.{failure_mode}` (see `binloop.subjects`) with
+Each event goes to `bin.events.{tool}.{failure_mode}` (see `binloop.nats.subjects`) with
 the header `Nats-Msg-Id = event_id`.
 
 Delivery guarantee: exactly-once in the stream. Every write waits for the stream's
@@ -25,10 +25,10 @@ from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from nats.js.errors import NotFoundError
 from typing_extensions import override
 
-from binloop.events import BINEvent, dumps_event
-from binloop.jetstream import StreamSpec, ensure_stream
-from binloop.nats_link import Link, acquire_link, release_link
-from binloop.subjects import MSG_ID_HEADER, event_subject
+from binloop.core.events import BINEvent, dumps_event
+from binloop.nats.jetstream import StreamSpec, ensure_stream
+from binloop.nats.link import Link, acquire_link, release_link
+from binloop.nats.subjects import MSG_ID_HEADER, event_subject
 
 log = logging.getLogger("binloop.nats")
 

@@ -19,8 +19,8 @@ import orjson
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from typing_extensions import override
 
-from binloop.detection import DetectorStats
-from binloop.summary import RunSummary
+from binloop.core.detection import DetectorStats
+from binloop.core.summary import RunSummary
 
 OnSummary = Callable[[RunSummary], None]
 

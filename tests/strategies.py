@@ -19,7 +19,7 @@ from typing import Any, Final
 import orjson
 from hypothesis import strategies as st
 
-from binloop.window import WindowSpec
+from binloop.core.window import WindowSpec
 from tests.engine_runs import content_id
 
 TOOLS: Final = ("search", "book.flight")

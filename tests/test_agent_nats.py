@@ -18,11 +18,11 @@ import pytest
 
 from binloop.agent.agent import AgentReport, ReferenceAgent
 from binloop.agent.control import ControlChannel
-from binloop.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
-from binloop.nats_server import NatsServer
-from binloop.schema import validate_record
-from binloop.subjects import subject_token
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.core.schema import validate_record
+from binloop.nats.bridge import NatsBridge
+from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
+from binloop.nats.server import NatsServer
+from binloop.nats.subjects import subject_token
 from pipeline_runner.nats_control import NatsControl
 from tests.agentkit import (
     MODE,

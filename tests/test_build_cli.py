@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from binloop.events import dumps_event
+from binloop.core.events import dumps_event
 from tests.test_offline_designer import scenario_event
 from tests.test_runner import payment_event
 

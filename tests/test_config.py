@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from binloop.config import ConfigError, load_config, update_readme
-from binloop.window import WindowSpec
+from binloop.core.config import ConfigError, load_config, update_readme
+from binloop.core.window import WindowSpec
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -40,4 +40,4 @@ def test_config_round_trips_through_env() -> None:
 
 def test_readme_settings_table_is_current() -> None:
     text = README.read_text()
-    assert update_readme(text) == text, "run: python -m binloop.config --update-readme"
+    assert update_readme(text) == text, "run: python -m binloop.core.config --update-readme"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from binloop.detection import DetectionParams, Detector, SessionWindows, detect
-from binloop.events import event_id
-from binloop.window import WindowSpec
+from binloop.core.detection import DetectionParams, Detector, SessionWindows, detect
+from binloop.core.events import event_id
+from binloop.core.window import WindowSpec
 from tests.helpers import rec
 
 MIN = 60_000

@@ -5,7 +5,7 @@ out-of-order ts, interleaved int and str sessions, exact duplicates, invalid lin
 must give the same events (content, and order per key), dead letters, late records and
 counters.
 
-Clock skew: every clock is a key's own (`binloop.detection`), so the streams carry any
+Clock skew: every clock is a key's own (`binloop.core.detection`), so the streams carry any
 disorder (lag far beyond `allowed_lateness`), records of other keys dated up to a day
 ahead or behind, records beyond the future-skew allowance (dead letters), and damaged
 (truncated) lines, for every engine, the Bytewax flow with 1 and 3 workers included.
@@ -21,13 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import binloop.engines.polars.read as polars_read
-from binloop.config import Config
-from binloop.detection import Detector, DetectorStats
+from binloop.core.config import Config
+from binloop.core.detection import Detector, DetectorStats
+from binloop.core.schema import InvalidRecord, ToolInvocation
 from binloop.engines.polars.engine import detect_rows
 from binloop.engines.polars.read import records_frame
-from binloop.ingest import parse_item
-from binloop.reference import detect_records
-from binloop.schema import InvalidRecord, ToolInvocation
+from binloop.engines.reference import detect_records
+from binloop.replay.ingest import parse_item
 from tests.engine_runs import (
     engine_config,
     run_bytewax_on,

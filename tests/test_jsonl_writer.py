@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from binloop import jsonl
-from binloop.jsonl import JsonlFileWriter, event_key
+from binloop.replay.jsonl import JsonlFileWriter, event_key
 
 
 def ev(event_id: str) -> bytes:

@@ -17,14 +17,14 @@ import orjson
 import pytest
 from nats.js.errors import NotFoundError
 
-from binloop.config import Config, load_config
-from binloop.events import dumps_event
-from binloop.jetstream import StreamSpec, connect, ensure_stream
-from binloop.nats_server import NatsServer
-from binloop.subjects import MSG_ID_HEADER, event_subject, subject_token
-from pipeline_runner.library import ToolLibrary
-from pipeline_runner.live import LiveBuilds, consume_events
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.cli.build_service import LiveBuilds, consume_events
+from binloop.core.config import Config, load_config
+from binloop.core.events import dumps_event
+from binloop.library.store import ToolLibrary
+from binloop.nats.bridge import NatsBridge
+from binloop.nats.jetstream import StreamSpec, connect, ensure_stream
+from binloop.nats.server import NatsServer
+from binloop.nats.subjects import MSG_ID_HEADER, event_subject, subject_token
 from pipeline_runner.nats_control import NatsControl
 from tests.buildkit import event_of, failing_calls, runner_for
 from tests.nats_fixtures import publish

@@ -9,11 +9,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from binloop.commands.run import run_live
-from binloop.jetstream import connect
-from binloop.nats_server import NatsServer
-from binloop.publish import messages
-from binloop.subjects import BATCH_HEADER, telemetry_subject
+from binloop.cli.commands.run import run_live
+from binloop.nats.jetstream import connect
+from binloop.nats.publish import messages
+from binloop.nats.server import NatsServer
+from binloop.nats.subjects import BATCH_HEADER, telemetry_subject
 from tests.nats_fixtures import live_config, publish, stream_messages, telemetry
 from tests.test_live_nats import assert_same_events, events_in, reference
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from binloop.logs import clear_context, set_context, setup_logging
+from binloop.core.logs import clear_context, set_context, setup_logging
 
 
 @pytest.fixture

@@ -16,13 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import binloop.engines.polars.read as polars_load
-from binloop.config import Config
-from binloop.detection import DetectionParams, detect
-from binloop.engines.polars.engine import detect_frame, detect_rows, load_records
-from binloop.engines.polars.read import LoadedRecords, record_of, records_frame
-from binloop.ingest import parse_chunk
-from binloop.inputs import InputReader
-from binloop.schema import (
+from binloop.core.config import Config
+from binloop.core.detection import DetectionParams, detect
+from binloop.core.schema import (
     DEFAULT_LIMITS,
     DeadLetter,
     RecordLimits,
@@ -30,7 +26,11 @@ from binloop.schema import (
     dumps_record,
     validate_record,
 )
-from binloop.window import WindowSpec
+from binloop.core.window import WindowSpec
+from binloop.engines.polars.engine import detect_frame, detect_rows, load_records
+from binloop.engines.polars.read import LoadedRecords, record_of, records_frame
+from binloop.replay.ingest import parse_chunk
+from binloop.replay.inputs import InputReader
 from tests.helpers import rec
 from tests.strategies import encode, odd_lines, telemetry_lines
 

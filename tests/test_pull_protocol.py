@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from binloop.pull_protocol import Delivery, PullSettings, PullTracker, split_envelope
+from binloop.nats.pull_protocol import Delivery, PullSettings, PullTracker, split_envelope
 
 
 def tracker(position: int = 0, batch: int = 4) -> PullTracker:

@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 from binloop.cli import main
-from binloop.schema import parse_record, validate_record
-from binloop.simulate import SimParams, record_lines, simulate, truth_path, write_simulation
+from binloop.core.schema import parse_record, validate_record
+from binloop.sim.simulate import SimParams, record_lines, simulate, truth_path, write_simulation
 
 SMALL = SimParams(sessions=80, pairs=8, seed=7)
 

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pipeline_runner.library import ToolLibrary
+from binloop.library.store import ToolLibrary
 from tests.buildkit import RecordingControl, runner_for
 from tests.designers import ScriptedSourceDesigner
 from tests.test_offline_designer import SCENARIOS, scenario_event

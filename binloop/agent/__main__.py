@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from binloop.agent.airline import AirlineService
     from binloop.agent.control import ControlChannel, PauseGate
     from binloop.agent.registry import ToolRegistry
-    from binloop.telemetry_client import TelemetryClient
+    from binloop.nats.telemetry_client import TelemetryClient
 
     log = logging.getLogger("binloop.agent")
     session = args.session or f"trip-{secrets.token_hex(3)}"

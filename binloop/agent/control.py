@@ -8,7 +8,7 @@
   library's manifest (the notice only says when to look).
 
 `{session}` is the session id escaped into one subject token
-(`binloop.subjects.subject_token`). Messages are handled one at a time, in arrival
+(`binloop.nats.subjects.subject_token`). Messages are handled one at a time, in arrival
 order, on a worker thread (a reload or a pause may take a while; NATS keeps being
 served meanwhile).
 
@@ -31,8 +31,8 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
-from binloop.subjects import subject_token
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.nats.bridge import NatsBridge
+from binloop.nats.subjects import subject_token
 
 log = logging.getLogger("binloop.agent")
 T = TypeVar("T")

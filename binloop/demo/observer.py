@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from nats.js.errors import NotFoundError
 
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.nats.bridge import NatsBridge
 
 SUBJECTS = ("telemetry.>", "bin.events.>", "bin.control.>", "bin.registry.updated",
             "bin.builds.>")

@@ -1,7 +1,7 @@
 """`binloop demo`: start everything, watch the loop close, report, clean up.
 
 Processes (all children of the demo, stopped by it whatever happens, Ctrl-C included):
-the embedded nats-server (`binloop.nats_server`), the live job
+the embedded nats-server (`binloop.nats.server`), the live job
 (`python -m binloop.cli run ...` with the build runner, offline designer) and the
 reference agent (`python -m binloop.agent ...`). Everything they write stays in the
 work directory: `library/` (manifest, tools, audit records), `telemetry.jsonl` (the
@@ -144,7 +144,7 @@ class Demo:
         self._stop_job()
 
     def _toolchain(self) -> None:
-        from binloop.config import load_config
+        from binloop.core.config import load_config
         from pipeline_runner.factory import target_of
         from pipeline_runner.toolchain import ToolchainUnavailable
 
@@ -159,7 +159,7 @@ class Demo:
                                   f"{toolchain.tsc_js.parent.parent}")
 
     def _nats(self) -> str:
-        from binloop.nats_server import NatsServer, NatsServerError
+        from binloop.nats.server import NatsServer, NatsServerError
 
         try:
             server = NatsServer(0, self.workdir / "nats")

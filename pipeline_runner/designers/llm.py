@@ -20,10 +20,10 @@ from typing import Any, Final, Protocol, TypeVar
 
 import orjson
 
-from binloop.events import BINEvent
+from binloop.core.events import BINEvent
+from binloop.library.manifest import Answers, Manifest
 from pipeline_runner import design as design_module
 from pipeline_runner.design import Design, InvalidDesign, NoDesign, design_from_json
-from pipeline_runner.manifest import Answers, Manifest
 
 T = TypeVar("T")
 Message = dict[str, str]
@@ -213,6 +213,6 @@ def designer_from_config(name: str, client_of: Callable[[Any], JsonClient],
     """The LLM designer `name` with the client `client_of(config)` builds from the
     job's settings (the environment's and defaults when `config` is None)."""
     if config is None:
-        from binloop.config import load_config
+        from binloop.core.config import load_config
         config = load_config({})
     return LLMDesigner(name, client_of(config), Limits(retries=config.llm_retries))

@@ -1,8 +1,8 @@
 """FRICTION-DETECT over frames of records, a batch at a time (the polars engine's detection).
 
-It gives exactly what `binloop.detection` (the executable spec) gives for the same records
+It gives exactly what `binloop.core.detection` (the executable spec) gives for the same records
 in the same order: the same BINEvents (content and order), late records and counters.
-Every clock is a key's own (see `binloop.detection`), so each key is computed alone.
+Every clock is a key's own (see `binloop.core.detection`), so each key is computed alone.
 
 Per key `(tool, failure_mode cut to mode_level)`:
 
@@ -15,7 +15,7 @@ Per key `(tool, failure_mode cut to mode_level)`:
   record whose count reaches θ; the evidence is the window's last `evidence_max` records.
 * A key stops being regular at its first out-of-order record or repeated id (rare in real
   telemetry): from then on its records go, in arrival order, through
-  `binloop.detection.Detector` itself, which takes over the key's window as it stood. So
+  `binloop.core.detection.Detector` itself, which takes over the key's window as it stood. So
   the semantics stay written in one place.
 * Ids: a proven line without an `id` has none here. Two such records can share their
   content hash only if they share their ts, so ids are computed (in Python) only for
@@ -37,7 +37,7 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
-from binloop.detection import (
+from binloop.core.detection import (
     DetectionParams,
     Detector,
     DetectorStats,
@@ -45,9 +45,9 @@ from binloop.detection import (
     make_event,
     new_window,
 )
+from binloop.core.events import BINEvent
+from binloop.core.schema import SessionId, ToolInvocation
 from binloop.engines.polars.read import LoadedRecords, record_of
-from binloop.events import BINEvent
-from binloop.schema import SessionId, ToolInvocation
 
 KEY: Final = ("tool", "mode")
 # Above this the segmented search's keys could overflow int64 (they never do on real

@@ -1,7 +1,7 @@
 """The polars engine: FRICTION-DETECT over a replay, vectorised, a block at a time.
 
-Same input, same output as the reference engine (`binloop.reference`) and as
-`binloop.detection`, the executable spec: the same BINEvents (content and order), dead
+Same input, same output as the reference engine (`binloop.engines.reference`) and as
+`binloop.core.detection`, the executable spec: the same BINEvents (content and order), dead
 letters (reasons, positions, order), late records and counters. Memory is bounded: the
 input is read and detected in blocks of lines (`binloop.engines.polars.read`), with the
 detection state carried from one block to the next (`binloop.engines.polars.detect`), so
@@ -18,8 +18,11 @@ from collections.abc import Iterator
 
 import polars as pl
 
-from binloop.config import Config
-from binloop.detection import DetectionParams
+from binloop.core.config import Config
+from binloop.core.detection import DetectionParams
+from binloop.core.events import BINEvent
+from binloop.core.schema import DEFAULT_LIMITS, DeadLetter, RecordLimits, ToolInvocation
+from binloop.core.summary import Progress, RunSummary
 from binloop.engines.polars.detect import Detection, DetectState, detect_rows, detect_thetas
 from binloop.engines.polars.read import (
     Block,
@@ -30,11 +33,8 @@ from binloop.engines.polars.read import (
     record_of,
     records_frame,
 )
-from binloop.events import BINEvent
-from binloop.inputs import input_size, list_input_files
-from binloop.outputs import Outputs
-from binloop.schema import DEFAULT_LIMITS, DeadLetter, RecordLimits, ToolInvocation
-from binloop.summary import Progress, RunSummary
+from binloop.replay.inputs import input_size, list_input_files
+from binloop.replay.outputs import Outputs
 
 __all__ = ["Detection", "LoadedRecords", "detect_frame", "detect_rows", "detect_thetas",
            "load_records", "records_frame", "run_polars"]

@@ -1,16 +1,17 @@
 """Reading telemetry for the polars engine: files as frames of valid records, a block at a
-time, exactly as the reference reader (`binloop.inputs` + `binloop.ingest`) reads them.
+time, exactly as the reference reader (`binloop.replay.inputs` + `binloop.replay.ingest`)
+reads them.
 
 The same valid records in the same order, the same dead letters (reasons, positions), the
 same blank-line count. A block of lines is validated with column expressions: a line is
 *proven* when it is byte for byte the JSON encoding of the values polars read, in the key
 order and with the separators its writer used (a block learns the few layouts its lines
-use from one line each), and those values pass the checks of `binloop.schema`, built from
+use from one line each), and those values pass the checks of `binloop.core.schema`, built from
 its declared bounds (`OUTCOMES`, `TOOL_MAX_CHARS`, the taxonomy, ...): anything doubtful
 is simply not proven. Such a line can mean nothing else to orjson, so the reference
 parser would accept it and produce exactly these values. `args` is the text between the
 fields before and after it, accepted when it is one JSON object that validation keeps as
-it is. Lines not proven are decided by `binloop.schema.parse_record`, which gives the
+it is. Lines not proven are decided by `binloop.core.schema.parse_record`, which gives the
 reasons: in Python only for the lines a block cannot prove (invalid ones and odd ones
 out), never for the valid records of a well-formed file.
 
@@ -34,9 +35,7 @@ from typing import Any, Final, NamedTuple, Protocol
 import orjson
 import polars as pl
 
-from binloop.ingest import parse_item
-from binloop.inputs import STDIN, InputReader, RawItem
-from binloop.schema import (
+from binloop.core.schema import (
     DEFAULT_LIMITS,
     FAILURE_MODE_MAX_CHARS,
     LINE_MAX_BYTES,
@@ -50,6 +49,8 @@ from binloop.schema import (
     dumps_record,
     raw_text,
 )
+from binloop.replay.ingest import parse_item
+from binloop.replay.inputs import STDIN, InputReader, RawItem
 
 FRAME_SCHEMA: Final = {
     # the line (or Parquet row) of the record in its file, from 1
@@ -214,7 +215,7 @@ def concat_blocks(blocks: Iterable[Block]) -> LoadedRecords:
 def _byte_blocks(stream: Readable, block_bytes: int | None) -> Iterator[
         tuple[int, bytes, int, int]]:
     """(first line number, whole lines ending in \n (the last one maybe not, at the end),
-    their number, bytes read so far). Lines are split as `binloop.inputs` splits them."""
+    their number, bytes read so far). Lines are split as `binloop.replay.inputs` splits them."""
     size = block_bytes or READ_BYTES
     carry = b""
     first_line, done = 1, 0
@@ -289,7 +290,7 @@ def _decoded(line: bytes) -> str | None:
 def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, source: str,
                limits: RecordLimits) -> LoadedRecords:
     """The reference parser, item by item: valid records and dead letters with reasons
-    (as `binloop.ingest.parse_chunk`)."""
+    (as `binloop.replay.ingest.parse_chunk`)."""
     kept: list[int] = []
     records: list[ToolInvocation] = []
     dead: list[DeadLetter] = []
@@ -507,7 +508,7 @@ def _args_stay(args: pl.Expr) -> pl.Expr:
 
 def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.LazyFrame:
     """Rows whose values pass validation, as frame rows; the rest are dropped (slow path).
-    The bounds are `binloop.schema`'s own constants and the run's `RecordLimits`."""
+    The bounds are `binloop.core.schema`'s own constants and the run's `RecordLimits`."""
     mode = pl.col("v_failure_mode")
     code = mode.str.extract(r"^([^.]+)", 1).str.to_uppercase()
     taxonomy = sorted(limits.taxonomy)

@@ -1,0 +1,55 @@
+"""`binloop publish`: replay a telemetry file onto the JetStream stream."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from binloop.core.config import Config, add_arguments, load_config, positive_int
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "publish", help="publish a telemetry file onto the NATS stream",
+        description="Publish each record of FILE on telemetry.<session_id>.<tool> with "
+                    "Nats-Msg-Id = its id (or, with --batch N, envelopes of up to N records "
+                    "of one tool, header Binloop-Batch: jsonl), waiting for the stream's "
+                    "acknowledgements. The stream is created when missing.")
+    parser.add_argument("file", metavar="FILE", help="JSONL or JSONL.gz telemetry")
+    parser.add_argument("--rate", type=float, default=None, metavar="N",
+                        help="records per second (default: as fast as the stream takes them)")
+    parser.add_argument("--batch", type=positive_int, default=1, metavar="N",
+                        help="records per message (default 1: no envelopes)")
+    add_arguments(parser, "publish")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    config = load_config(args)
+    if not config.nats:
+        raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
+    stats = asyncio.run(publish_file(config, args.file, args.rate, args.batch))
+    rate = stats.records / stats.elapsed_s if stats.elapsed_s else 0.0
+    print(f"published {stats.records:,} records in {stats.messages:,} messages "
+          f"({stats.duplicates:,} already stored) in {stats.elapsed_s:.2f}s, "
+          f"{rate:,.0f} records/s", file=sys.stderr)
+    return 0
+
+
+async def publish_file(config: Config, path: str, rate: float | None, batch: int) -> Any:
+    from binloop.nats.jetstream import connect, ensure_telemetry_stream
+    from binloop.nats.publish import messages, publish_messages, read_lines
+    from flows.live import source_settings
+
+    settings = source_settings(config)
+    nc = await connect(config.nats or "", "binloop-publish", settings.connect_timeout_s)
+    try:
+        js = nc.jetstream(timeout=10.0)
+        await ensure_telemetry_stream(js, settings.stream, config.manage_stream)
+        return await publish_messages(js, messages(read_lines(path), batch,
+                                                   config.subject_prefix), rate)
+    finally:
+        await nc.close()
