@@ -5,7 +5,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from binloop import jsonl
+from binloop.replay import jsonl
 from binloop.replay.jsonl import JsonlFileWriter, event_key
 
 
