@@ -267,6 +267,9 @@ def _load_block(data: bytes, first_line: int, source: str,
                                                   dtype=pl.UInt32))
     whole = data if raw_lines is None and b"\r" not in data else None
     proven = _prove(block, _candidates(block), limits, first_line, whole)
+    blank = int((block["size"] == 0).sum())
+    if proven.height == block.height - blank:
+        return LoadedRecords(proven.drop("row"), [], blank)
     unsettled = block.filter((pl.col("size") > 0) & ~pl.col("row").is_in(proven["row"].implode()))
     rows = unsettled["row"].to_list()
     if raw_lines is not None:
@@ -276,7 +279,6 @@ def _load_block(data: bytes, first_line: int, source: str,
                          strict=True))  # type: ignore[assignment]
     slow = _slow_path(items, rows, first_line, source, limits)
     frame = proven if slow.frame.is_empty() else pl.concat([proven, slow.frame]).sort("row")
-    blank = int((block["size"] == 0).sum())
     return LoadedRecords(frame.drop("row"), slow.dead, blank)
 
 
