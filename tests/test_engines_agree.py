@@ -24,7 +24,7 @@ import binloop.engines.polars.read as polars_read
 from binloop.core.config import Config
 from binloop.core.detection import Detector, DetectorStats
 from binloop.core.schema import InvalidRecord, ToolInvocation
-from binloop.engines.polars.engine import detect_rows
+from binloop.engines.polars.engine import detect_rows, detect_thetas
 from binloop.engines.polars.read import records_frame
 from binloop.engines.reference import detect_records
 from binloop.replay.ingest import parse_item
@@ -116,3 +116,15 @@ def test_bytewax_flow_agrees_with_reference_and_polars(
     same_as_reference(one, reference)
     three = run_bytewax_on(engine_config(path, base / "bw3", **knobs, **extra), workers=3)
     same_as_reference(three, reference)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(lines=telemetry_lines(max_lag=3000), knobs=detection_settings())
+def test_one_pass_for_every_theta_is_a_run_per_theta(lines: list[bytes],
+                                                     knobs: dict[str, Any]) -> None:
+    """The sweep's one pass (`detect_thetas`) fires what one detector per θ fires."""
+    config = Config(**knobs)
+    records = valid_records(lines)
+    got = detect_thetas(records_frame(records), config.detection(), (1, 2, 3, 5))
+    for theta, events in got.items():
+        assert events == reference_detection(config.replace(theta=theta), records)[0]
