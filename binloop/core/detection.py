@@ -80,14 +80,6 @@ class DetectionParams:
             mode = ".".join(mode.split(".")[: self.mode_level])
         return (rec["tool"], mode)
 
-    def horizon_ms(self) -> float:
-        """Event time after a key's newest ts beyond which its windows can hold nothing."""
-        if self.window.kind == "session":
-            return float(self.session_gap_ms)
-        if self.window.kind == "sliding":
-            return float(self.window.size_ms)
-        return math.inf
-
     def describe(self) -> dict[str, Any]:
         """The part of the configuration that is copied into every event."""
         return {
