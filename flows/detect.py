@@ -111,7 +111,8 @@ def build_flow(config: Config, source: Source[RawChunk] | None = None) -> Datafl
     if source is None:
         if not config.input:
             raise ValueError("no input: set --input / BINLOOP_INPUT")
-        source = TelemetryFileSource(config.input, config.batch_size, config.progress)
+        source = TelemetryFileSource(config.input, config.batch_size, config.progress,
+                                     config.input_format)
     flow = Dataflow("binloop_detect")
     chunks = op.input("telemetry", flow, source)
     write_events(add_detector(chunks, config), config)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
+from binloop.core.config import default
 from binloop.core.summary import Progress
 from binloop.replay.inputs import InputReader, RawChunk, ReadPosition, input_size
 
@@ -42,8 +43,10 @@ class _FilePartition(StatefulSourcePartition[RawChunk, ReadPosition]):
 class TelemetryFileSource(FixedPartitionedSource[RawChunk, ReadPosition]):
     """Chunks of raw lines of a file, a directory (files in name order) or stdin (`-`)."""
 
-    def __init__(self, path: str, batch_size: int = 4096, progress: bool = False) -> None:
+    def __init__(self, path: str, batch_size: int = default("batch_size"),
+                 progress: bool = False, input_format: str = "auto") -> None:
         self._path = path
+        self._input_format = input_format
         self._batch_size = batch_size
         self._progress = progress
 
@@ -54,5 +57,6 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, ReadPosition]):
     @override
     def build_part(self, step_id: str, for_part: str,
                    resume_state: ReadPosition | None) -> _FilePartition:
-        reader = InputReader(self._path, self._batch_size, for_part, resume_state)
+        reader = InputReader(self._path, self._batch_size, for_part, resume_state,
+                             self._input_format)
         return _FilePartition(reader, Progress(input_size(self._path), self._progress))

@@ -50,6 +50,9 @@ class ShardChunk:
     # The newest ts of all valid records of the chunk (counted or not): the partition's
     # event-time progress.
     max_ts: int | None = None
+    # See RawChunk: apply only after partition `waits_for` released its backlog.
+    waits_for: str | None = None
+    releases: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +134,7 @@ def _split_chunk(chunk: RawChunk, params: DetectionParams, limits: RecordLimits,
     for rec in parsed.counted:
         by_shard[router.shard(rec)].append(rec)
     out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq,
-                                     parsed.max_ts))
+                                     parsed.max_ts, chunk.waits_for, chunk.releases))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
     out.append(IngestStats(len(chunk.items) - parsed.blank, parsed.valid, len(parsed.dead),
@@ -164,6 +167,9 @@ class ShardState:
     next_seq: dict[str, int] = field(default_factory=dict)
     partition_ts: dict[str, int] = field(default_factory=dict)
     pending: dict[str, dict[int, ShardChunk]] = field(default_factory=dict)
+    # Partitions whose backlog is applied, and the in-order chunks that wait for one.
+    released: set[str] = field(default_factory=set)
+    held: dict[str, list[ShardChunk]] = field(default_factory=dict)
 
 
 class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
@@ -179,6 +185,9 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
                 fresh.detector.disarm(disarm.key, disarm.epoch)
         self._partition_seen: dict[str, float] = {}
         self.state: ShardState = fresh if resume is None else pickle.loads(resume)
+        # A store written before the backlog order existed lacks its two fields.
+        self.state.__dict__.setdefault("released", set())
+        self.state.__dict__.setdefault("held", {})
         if (self.state.detector.params, self.state.shards) != (params, shards):
             raise ValueError(
                 "the recovery store was written with other detection settings "
@@ -193,8 +202,7 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
         for value in values:
             if isinstance(value, ShardChunk):
                 for chunk in self._in_order(value):
-                    self._apply(chunk.records, out)
-                    self._note_progress(chunk)
+                    self._apply_or_hold(chunk, out)
             elif isinstance(value, Rearm):
                 detector.rearm(value.key, value.fired_epoch)
             else:
@@ -217,6 +225,26 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
             expected += 1
         self.state.next_seq[chunk.partition] = expected
         return ready
+
+    def _apply_or_hold(self, chunk: ShardChunk, out: list[Any]) -> None:
+        """Apply a chunk that is next in its partition's order, unless it waits for a
+        backlog not yet applied (then it is held, and so are its partition's later
+        chunks); a chunk that releases a backlog applies what waited for it."""
+        state = self.state
+        held = state.held.get(chunk.partition)
+        if held is not None or (chunk.waits_for is not None
+                                and chunk.waits_for not in state.released):
+            state.held.setdefault(chunk.partition, []).append(chunk)
+            return
+        self._apply(chunk.records, out)
+        self._note_progress(chunk)
+        if chunk.releases and chunk.partition not in state.released:
+            state.released.add(chunk.partition)
+            for partition, waiting in list(state.held.items()):
+                if waiting[0].waits_for == chunk.partition:
+                    del state.held[partition]
+                    for later in waiting:
+                        self._apply_or_hold(later, out)
 
     def _note_progress(self, chunk: ShardChunk) -> None:
         """Move the detector's clock to the slowest partition that is still sending.

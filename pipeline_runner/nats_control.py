@@ -23,7 +23,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from binloop.core.schema import SessionId
-from binloop.nats.bridge import NatsBridge
+from binloop.nats.link import NatsLink
 from binloop.nats.subjects import subject_token
 from pipeline_runner.control import TaskState
 
@@ -36,9 +36,9 @@ def control_subject(prefix: str, session_id: SessionId, action: str) -> str:
 
 
 class NatsControl:
-    def __init__(self, bridge: NatsBridge, pause_timeout_s: float = 10.0,
+    def __init__(self, link: NatsLink, pause_timeout_s: float = 10.0,
                  prefix: str = "bin.control", registry_subject: str = REGISTRY_SUBJECT) -> None:
-        self.bridge = bridge
+        self.link = link
         self.pause_timeout_s = pause_timeout_s
         self.prefix = prefix
         self.registry_subject = registry_subject
@@ -46,7 +46,7 @@ class NatsControl:
     def pause(self, session_id: SessionId, reason: dict[str, Any]) -> TaskState | None:
         subject = control_subject(self.prefix, session_id, "pause")
         try:
-            reply = self.bridge.run(self.bridge.nc.request(
+            reply = self.link.run(self.link.nc.request(
                 subject, orjson.dumps(reason), timeout=self.pause_timeout_s),
                 self.pause_timeout_s + 5)
         except (NatsTimeout, NoRespondersError, TimeoutError) as exc:
@@ -67,7 +67,7 @@ class NatsControl:
 
     def _publish(self, subject: str, payload: dict[str, Any]) -> None:
         async def send() -> None:
-            await self.bridge.nc.publish(subject, orjson.dumps(payload, default=str))
-            await self.bridge.nc.flush(timeout=5)
+            await self.link.nc.publish(subject, orjson.dumps(payload, default=str))
+            await self.link.nc.flush(timeout=5)
 
-        self.bridge.run(send(), 10.0)
+        self.link.run(send(), 10.0)

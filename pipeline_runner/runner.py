@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from binloop.core.config import default
 from binloop.core.events import BINEvent
 from binloop.core.fsutil import sha256_bytes, write_tree
 from binloop.core.names import check_relpath
@@ -42,11 +43,11 @@ EXIT_CODES: Final = {"gated": 0, "rolled_back": 2, "error": 1}
 class StageTimeouts:
     """Seconds per in-process stage (sandboxed stages have their own wall limits)."""
 
-    pause: float = 10.0
-    design: float = 180.0
-    build: float = 180.0
-    reload: float = 10.0
-    resume: float = 10.0
+    pause: float = default("pause_timeout") / 1000
+    design: float = default("design_timeout") / 1000
+    build: float = default("design_timeout") / 1000
+    reload: float = default("pause_timeout") / 1000
+    resume: float = default("pause_timeout") / 1000
 
 
 @dataclass

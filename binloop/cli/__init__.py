@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "binloop.cli.commands.sweep",
     "binloop.cli.commands.run",
     "binloop.cli.commands.publish",
+    "binloop.cli.commands.ingest",
     "binloop.cli.commands.nats_server",
     "binloop.cli.commands.bench",
     "binloop.cli.commands.status",

@@ -1,6 +1,6 @@
 """The build runner inside the live job, and as its own service (`binloop runner`).
 
-:class:`LiveBuilds` owns what builds need on NATS: one connection (`NatsBridge`), agent
+:class:`LiveBuilds` owns what builds need on NATS: one connection (`NatsLink`), agent
 control (`NatsControl`), build results and re-arms to `BIN_BUILDS`
 (`NatsResultSink`), the build service, and the watcher that counts tool uses from the
 telemetry stream (promotions). `binloop run` attaches it to the dataflow
@@ -25,8 +25,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from binloop.core.config import Config
 from binloop.core.events import BINEvent
 from binloop.library import manifest as mf
-from binloop.nats.bridge import NatsBridge
 from binloop.nats.jetstream import StreamSpec, ensure_stream
+from binloop.nats.link import NatsLink
 from pipeline_runner.event_input import InvalidEvent, parse_event
 from pipeline_runner.factory import library_of
 from pipeline_runner.nats_control import NatsControl
@@ -70,13 +70,13 @@ class LiveBuilds:
             raise ValueError("builds on the live job need --nats")
         library_of(config)  # fails early without --library
         self.config = config
-        self.bridge = NatsBridge(config.nats, "binloop-builds", config.connect_timeout / 1000)
-        control = NatsControl(self.bridge, config.pause_timeout / 1000,
+        self.link = NatsLink(config.nats, "binloop-builds", config.connect_timeout / 1000)
+        control = NatsControl(self.link, config.pause_timeout / 1000,
                               config.control_subject_prefix, config.registry_subject)
-        results = NatsResultSink(self.bridge, builds_stream(config),
+        results = NatsResultSink(self.link, builds_stream(config),
                                  config.builds_subject_prefix, config.manage_stream)
         self.service = BuildService(config, control, results)
-        self.uses = UseWatcher(self.bridge, self.service, config.stream, config.subject_prefix,
+        self.uses = UseWatcher(self.link, self.service, config.stream, config.subject_prefix,
                                self.service.library.state_dir / "uses.position")
 
     def start(self) -> LiveBuilds:
@@ -87,7 +87,7 @@ class LiveBuilds:
     def stop(self) -> None:
         self.uses.stop()
         self.service.stop()
-        self.bridge.close()
+        self.link.close()
 
     def busy(self) -> bool:
         return self.service.queue.depth() > 0
@@ -157,22 +157,22 @@ def consume_events(config: Config, builds: LiveBuilds, stop: threading.Event,
     queue, acknowledged once queued (at-least-once; the queue drops replays by
     event_id). Returns how many events were queued. Ends with `stop`, or after
     `until_idle` without events once no build is running."""
-    bridge = builds.bridge
+    link = builds.link
     stream = StreamSpec(config.events_stream, (f"{config.events_subject_prefix}.>",),
                         duplicate_window_s=config.events_duplicate_window / 1000,
                         **_limits(config))
-    bridge.run(ensure_stream(bridge.js, stream, config.manage_stream))
+    link.run(ensure_stream(link.js, stream, config.manage_stream))
     consumer = ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT,
                               deliver_policy=DeliverPolicy.ALL, ack_wait=60, max_deliver=-1,
                               filter_subject=f"{config.events_subject_prefix}.>")
-    subscription = bridge.run(bridge.js.pull_subscribe(
+    subscription = link.run(link.js.pull_subscribe(
         f"{config.events_subject_prefix}.>", durable, stream=config.events_stream,
         config=consumer))
     idle_s = None if config.until_idle is None else config.until_idle / 1000
     quiet_since, queued = time.monotonic(), 0
     while not stop.is_set():
         try:
-            messages = bridge.run(subscription.fetch(16, timeout=0.5), 30)
+            messages = link.run(subscription.fetch(16, timeout=0.5), 30)
         except Exception:  # nats' fetch timeout, or a reconnect in progress
             messages = []
         for message in messages:
@@ -180,11 +180,11 @@ def consume_events(config: Config, builds: LiveBuilds, stop: threading.Event,
                 event = parse_event(message.data)
             except InvalidEvent as exc:
                 log.warning("BIN_EVENTS message is not a BINEvent (%s); terminated", exc)
-                bridge.run(message.term())
+                link.run(message.term())
                 continue
             if builds.service.submit(event) == "queued":
                 queued += 1
-            bridge.run(message.ack())
+            link.run(message.ack())
         now = time.monotonic()
         if messages or builds.busy():
             quiet_since = now

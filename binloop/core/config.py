@@ -4,7 +4,7 @@ Every setting is declared once below, with its type, default, help text and the
 commands it applies to. A value comes from, in increasing precedence: the default,
 a TOML file (`--config FILE` or `BINLOOP_CONFIG`), an environment variable
 `BINLOOP_<NAME>` and a command-line flag `--<name>`. `binloop config --markdown`
-renders the table in the README from these declarations.
+renders the table of the docs from these declarations.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from binloop.core.classify import FAILURE_MODE_SETTINGS, GIVEN_ELSE_INFER
 from binloop.core.detection import DetectionParams
+from binloop.core.input_formats import parse_format
 from binloop.core.schema import OUTCOMES, TAXONOMY, RecordLimits
 from binloop.core.window import WindowSpec, format_duration_ms, parse_duration_ms
 
@@ -29,6 +31,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ENV_PREFIX = "BINLOOP_"
+# The detection and validation defaults are the domain objects' own (declared once there).
+_DETECTION = DetectionParams()
+_LIMITS = RecordLimits()
 # Each chunk of telemetry sends one item to every state shard (so that a shard can put
 # a partition's chunks back in order): fewer shards, less work per chunk. 16 spreads
 # detection over up to 16 workers; earlier versions used 64.
@@ -178,33 +183,39 @@ class Config:
     """All settings of binloop. Attribute names are the TOML keys."""
 
     # Detection semantics (see binloop.core.detection).
-    theta: int = setting(3, "failures of one (tool, failure_mode) that fire a BINEvent",
+    theta: int = setting(_DETECTION.theta,
+                         "failures of one (tool, failure_mode) that fire a BINEvent",
                          groups=DETECT, parse=positive_int, metavar="N")
-    window: WindowSpec = setting(WindowSpec("session"),
+    window: WindowSpec = setting(_DETECTION.window,
                                  "session | global | sliding:<duration> (event time)",
                                  groups=DETECT, parse=WindowSpec.parse, metavar="KIND")
-    count_outcomes: frozenset[str] = setting(frozenset({"failure", "timeout"}),
+    count_outcomes: frozenset[str] = setting(_DETECTION.count_outcomes,
                                              "outcomes that count as failures",
                                              groups=DETECT, parse=parse_outcomes, metavar="LIST")
-    mode_level: int | None = setting(None, "cut failure_mode to its first N levels (unset: all)",
+    mode_level: int | None = setting(_DETECTION.mode_level,
+                                     "cut failure_mode to its first N levels (unset: all)",
                                      groups=DETECT, parse=optional_positive_int, metavar="N")
-    evidence_max: int = setting(10, "records of evidence carried by an event",
+    evidence_max: int = setting(_DETECTION.evidence_max,
+                                "records of evidence carried by an event",
                                 groups=DETECT, parse=positive_int, metavar="N")
-    session_gap: int = setting(30 * 60_000, "a session slice ends this long after its newest ts",
+    session_gap: int = setting(_DETECTION.session_gap_ms,
+                               "a session slice ends this long after its newest ts",
                                groups=DETECT, parse=parse_duration_ms, show=_show_duration,
                                metavar="DUR")
-    allowed_lateness: int = setting(60 * 60_000,
+    allowed_lateness: int = setting(_DETECTION.allowed_lateness_ms,
                                     "a counted record more than this behind the newest ts of "
                                     "its own key is counted as beyond_lateness (a data-quality "
                                     "counter; no event depends on it)",
                                     groups=DETECT, parse=non_negative_duration_ms,
                                     show=_show_duration, metavar="DUR")
-    dedup_max: int = setting(64, "recent record ids remembered per key to drop duplicates",
+    dedup_max: int = setting(_DETECTION.dedup_max,
+                             "recent record ids remembered per key to drop duplicates",
                              groups=DETECT, parse=non_negative_int, metavar="N")
     # Record validation.
-    args_max_bytes: int = setting(8192, "args larger than this (JSON bytes) are truncated",
+    args_max_bytes: int = setting(_LIMITS.args_max_bytes,
+                                  "args larger than this (JSON bytes) are truncated",
                                   groups=DETECT, parse=positive_int, metavar="BYTES")
-    max_future_skew: int | None = setting(24 * 3_600_000,
+    max_future_skew: int | None = setting(_LIMITS.max_future_skew_ms,
                                           "reject records whose ts is further in the future "
                                           "('off' to accept any)",
                                           groups=DETECT, parse=optional_duration_ms,
@@ -213,12 +224,27 @@ class Config:
                                                   "level-1 failure codes accepted beside the "
                                                   "paper's taxonomy", groups=DETECT,
                                                   parse=parse_codes, metavar="LIST")
+    # Unlike the other validation settings, not RecordLimits' default: plain validation
+    # (agents' clients, publish, the receiver) keeps modes as given; the job infers.
+    failure_modes: str = setting(GIVEN_ELSE_INFER,
+                                 "failure_mode of counted records: given (as recorded; none "
+                                 "means not counted) | infer (from the error text, always) | "
+                                 "given-else-infer (infer where none is given)",
+                                 groups=DETECT,
+                                 parse=lambda t: _choice(t.strip().lower(), FAILURE_MODE_SETTINGS),
+                                 metavar="HOW")
     # Engines and files.
     engine: str = setting("bytewax", "bytewax | reference | polars", groups=("detect",),
                           parse=lambda t: _choice(t, ("bytewax", "reference", "polars")))
     input: str | None = setting(None, "JSONL, JSONL.gz or Parquet file, a directory of them, "
                                 "or - for stdin", groups=("detect", "flow"),
                                 parse=optional_text, metavar="PATH")
+    input_format: str = setting("auto", "how the input's lines are written: binloop (the "
+                                "record), hanzo (the Hanzo bot's telemetry files), otlp-json "
+                                "(the OpenTelemetry Collector's file exporter) or auto (each "
+                                "file sniffed by its first line)",
+                                groups=("detect", "flow"), parse=parse_format,
+                                metavar="FORMAT")
     out: str | None = setting(None, "write BINEvents to this JSONL file (default: stdout)",
                               groups=("detect", "flow"), parse=optional_text, metavar="FILE")
     dead_letter: str | None = setting(None, "write rejected records (raw + reason) to this JSONL",
@@ -346,6 +372,12 @@ class Config:
     duplicate_window: int = setting(120_000, "a new telemetry stream drops a message whose "
                                     "Nats-Msg-Id it stored this recently", groups=NATS,
                                     parse=parse_duration_ms, show=_show_duration, metavar="DUR")
+    publish_deadline: int = setting(60_000, "binloop publish retries a message the stream has "
+                                    "not stored (NATS down or restarting) for this long "
+                                    "after its first send, then exits 75 naming it (keep it "
+                                    "below the duplicate window)", groups=("publish",),
+                                    parse=parse_duration_ms, show=_show_duration,
+                                    metavar="DUR")
     manage_stream: bool = setting(True, "create missing streams and add the partition "
                                   "transform to an existing telemetry stream",
                                   groups=NATS, parse=parse_bool)
@@ -444,6 +476,8 @@ class Config:
             args_max_bytes=self.args_max_bytes,
             max_future_skew_ms=self.max_future_skew,
             taxonomy=TAXONOMY | self.extra_failure_codes,
+            failure_modes=self.failure_modes,
+            infer_outcomes=self.count_outcomes,
         )
 
     def shard_count(self) -> int:
@@ -466,6 +500,14 @@ def _choice(text: str, choices: tuple[str, ...]) -> str:
 
 def env_name(name: str) -> str:
     return ENV_PREFIX + name.upper()
+
+
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Config)}
+
+
+def default(name: str) -> Any:
+    """A setting's declared default, for objects that are built without a `Config`."""
+    return _DEFAULTS[name]
 
 
 def flag_name(name: str) -> str:
@@ -546,20 +588,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
     return {key.replace("-", "_"): value for key, value in table.items()}
 
 
-README_TABLE = re.compile(
-    r"(<!-- settings-table: generated by `binloop config --markdown` -->\n)(.*?)"
-    r"(\n<!-- /settings-table -->)",
-    re.S,
-)
-
-
-def update_readme(text: str) -> str:
-    """README text with its settings table regenerated."""
-    return README_TABLE.sub(lambda m: m.group(1) + render_markdown() + m.group(3), text)
-
-
 def render_markdown(fields: Iterable[dataclasses.Field[Any]] | None = None) -> str:
-    """The settings table for the README."""
+    """The settings table (rendered into the docs' configuration page at build time)."""
     rows = ["| setting (TOML) | flag | env | default | meaning |", "|---|---|---|---|---|"]
     for f in fields or dataclasses.fields(Config):
         flag = ""
@@ -570,12 +600,3 @@ def render_markdown(fields: Iterable[dataclasses.Field[Any]] | None = None) -> s
         meaning = f.metadata["help"].replace("|", "\\|")
         rows.append(f"| `{f.name}` | {flag} | `{env_name(f.name)}` | `{default}` | {meaning} |")
     return "\n".join(rows)
-
-
-if __name__ == "__main__":
-    # python -m binloop.core.config --update-readme: regenerate the README's settings table.
-    if sys.argv[1:] == ["--update-readme"]:
-        readme = Path(__file__).resolve().parents[2] / "README.md"
-        readme.write_text(update_readme(readme.read_text()))
-    else:
-        print(render_markdown())

@@ -16,6 +16,8 @@ from typing import Any, Final, Literal, TypedDict
 
 import orjson
 
+from binloop.core.classify import GIVEN, INFER, classify
+
 OUTCOMES: Final = frozenset({"success", "failure", "timeout", "cancelled"})
 TAXONOMY: Final = frozenset(
     {"PERM", "NOTFOUND", "TIMEOUT", "SYNTAX", "RUNTIME", "TOOL_GAP", "ARGS", "CONFLICT", "NETWORK"}
@@ -55,6 +57,8 @@ class ToolInvocation(TypedDict, total=False):
     failure_mode: str | None
     agent_id: str
     error: str
+    # The masked message an inferred failure mode's level 2 stands for (binloop.core.classify).
+    error_template: str
 
 
 class InvalidRecord(ValueError):
@@ -82,6 +86,11 @@ class RecordLimits:
     args_max_bytes: int = DEFAULT_ARGS_MAX_BYTES
     max_future_skew_ms: int | None = DEFAULT_MAX_FUTURE_SKEW_MS
     taxonomy: frozenset[str] = TAXONOMY
+    # Failure-mode inference (binloop.core.classify.FAILURE_MODE_SETTINGS) for records whose
+    # outcome is in `infer_outcomes`. Plain validation (clients, publish) keeps what is
+    # given; the job's parse step uses the `failure_modes` setting of binloop.core.config.
+    failure_modes: str = GIVEN
+    infer_outcomes: frozenset[str] = frozenset({"failure", "timeout"})
 
 
 DEFAULT_LIMITS: Final = RecordLimits()
@@ -126,12 +135,14 @@ class RecordParser:
     against a fresh clock.
     """
 
-    __slots__ = ("_future", "_modes", "limits")
+    __slots__ = ("_future", "_infer", "_modes", "_override", "limits")
 
     def __init__(self, limits: RecordLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
         self._future = _future_bound(limits.max_future_skew_ms)
         self._modes = _mode_cache(limits.taxonomy)
+        self._infer = limits.infer_outcomes if limits.failure_modes != GIVEN else frozenset()
+        self._override = limits.failure_modes == INFER
 
     def parse(self, raw: bytes | str) -> ToolInvocation:
         size = len(raw)
@@ -144,14 +155,36 @@ class RecordParser:
         if not isinstance(obj, dict):
             raise InvalidRecord(f"not a JSON object but {type(obj).__name__}")
         if size <= self.limits.args_max_bytes and _is_normal(obj, self._future, self._modes):
-            return obj  # type: ignore[return-value]
-        return _normalise(obj, self.limits, size)
+            rec: ToolInvocation = obj  # type: ignore[assignment]
+        else:
+            rec = _normalise(obj, self.limits, size)
+        if rec["outcome"] in self._infer and (rec["failure_mode"] is None or self._override):
+            return with_inferred_mode(rec)
+        return rec
 
     def validate(self, obj: dict[str, Any], encoded_size: int | None = None) -> ToolInvocation:
         if (encoded_size is not None and encoded_size <= self.limits.args_max_bytes
                 and _is_normal(obj, self._future, self._modes)):
-            return obj  # type: ignore[return-value]
-        return _normalise(obj, self.limits, encoded_size)
+            rec: ToolInvocation = obj  # type: ignore[assignment]
+        else:
+            rec = _normalise(obj, self.limits, encoded_size)
+        if rec["outcome"] in self._infer and (rec["failure_mode"] is None or self._override):
+            return with_inferred_mode(rec)
+        return rec
+
+
+def with_inferred_mode(rec: ToolInvocation) -> ToolInvocation:
+    """A copy of a valid record with the failure mode its error text gives and the
+    template behind it (its `id` stays: it identifies the call, not the verdict). A
+    record without error text is left as it is: there is nothing to infer from."""
+    error = rec.get("error")
+    if not error or error.isspace():
+        return rec
+    verdict = classify(error, rec["outcome"])
+    inferred: ToolInvocation = {**rec}
+    inferred["failure_mode"] = verdict.failure_mode
+    inferred["error_template"] = verdict.template
+    return inferred
 
 
 def _already_normal(obj: dict[str, Any], limits: RecordLimits) -> ToolInvocation | None:
@@ -175,6 +208,7 @@ def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str]) -> boo
     ts, sid, tool, rid = get("ts"), get("session_id"), get("tool"), get("id")
     mode = get("failure_mode", _ABSENT)
     duration, agent, error = get("duration_ms"), get("agent_id"), get("error")
+    template = get("error_template")
     return bool(
         type(ts) is int and 0 <= ts <= future
         and (type(sid) is int or (type(sid) is str and 0 < len(sid) <= TOOL_MAX_CHARS))
@@ -184,8 +218,11 @@ def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str]) -> boo
         and (duration is None or (type(duration) is int and duration >= 0))
         and (agent is None or (type(agent) is str and len(agent) <= STRING_FIELD_MAX_CHARS))
         and (error is None or (type(error) is str and len(error) <= STRING_FIELD_MAX_CHARS))
+        and (template is None
+             or (type(template) is str and len(template) <= STRING_FIELD_MAX_CHARS))
         and type(rid) is str and len(rid) == 64 and not rid.strip(_HEX_LOWER)
         and len(obj) == 7 + (duration is not None) + (agent is not None) + (error is not None)
+        + (template is not None)
     )
 
 
@@ -209,7 +246,7 @@ def _normalise(obj: dict[str, Any], limits: RecordLimits,
         if type(duration) is not int or duration < 0:
             raise InvalidRecord(f"duration_ms must be an integer >= 0, got {duration!r}")
         rec["duration_ms"] = duration
-    for name in ("agent_id", "error"):
+    for name in ("agent_id", "error", "error_template"):
         if (value := obj.get(name)) is not None:
             if not isinstance(value, str):
                 raise InvalidRecord(f"{name} must be a string, got {type(value).__name__}")

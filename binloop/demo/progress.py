@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from binloop.core.config import default
 from binloop.demo.observer import Seen
 from binloop.demo.timeline import Timeline, fmt_ms, stages_line
 
@@ -21,7 +22,7 @@ from binloop.demo.timeline import Timeline, fmt_ms, stages_line
 class Progress:
     timeline: Timeline
     theta: int
-    promote_after: int = 2
+    promote_after: int = default("promote_after")
     verbose: bool = False
     calls: int = 0
     failures: dict[tuple[str, str], list[float]] = field(default_factory=dict)

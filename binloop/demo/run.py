@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from binloop.core.config import default
 from binloop.demo.children import Child, child_env
 from binloop.demo.observer import NatsObserver
 from binloop.demo.progress import Progress
@@ -41,7 +42,7 @@ class DemoOptions:
     workdir: Path | None = None
     target: str = "python"
     timeout_s: float = 300.0
-    theta: int = 3
+    theta: int = default("theta")
     latency_s: float = 0.1
     verbose: bool = False
 

@@ -28,7 +28,7 @@ def run_reference(config: Config) -> RunSummary:
     summary = RunSummary()
     outputs = Outputs(config)
     progress = Progress(input_size(config.input), config.progress)
-    reader = InputReader(config.input, config.batch_size)
+    reader = InputReader(config.input, config.batch_size, input_format=config.input_format)
     try:
         for chunk in reader:
             parsed = parse_chunk(chunk, limits)

@@ -24,23 +24,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
-from nats.js.api import DEFAULT_PREFIX, ConsumerConfig
+from nats.js.api import DEFAULT_PREFIX, Header
 
-from binloop.nats.pull_protocol import Delivery, PullSettings, PullTracker, TrackedConsumer
+from binloop.nats.pull_protocol import (
+    PENDING_MESSAGES_HEADER,
+    Delivery,
+    PullSettings,
+    PullTracker,
+    TrackedConsumer,
+)
 from binloop.nats.subjects import BATCH_HEADER
 
 __all__ = ["Delivery", "OrderedConsumer", "PullSettings", "ack_sequences"]
 
 log = logging.getLogger("binloop.nats")
-
-_STATUS = "Status"
-_DESCRIPTION = "Description"
-_PENDING_MESSAGES = "Nats-Pending-Messages"
 
 
 def ack_sequences(reply: str) -> tuple[int, int, int]:
@@ -57,12 +60,17 @@ class OrderedConsumer(TrackedConsumer):
     """Reads the messages of `filters` in `stream` after stream sequence `position`."""
 
     def __init__(self, nc: NATS, js: JetStreamContext, stream: str, filters: list[str],
-                 position: int, source: str, pull: PullSettings | None = None) -> None:
+                 position: int, source: str, pull: PullSettings | None = None,
+                 api_prefix: str = DEFAULT_PREFIX) -> None:
         self.nc, self.js, self.stream = nc, js, stream
         self.filters = filters
         self.source = source
+        self.api_prefix = api_prefix  # the one `js` was made with
         self.tracker = PullTracker(stream, position, source, pull or PullSettings())
         self._sub: Subscription | None = None
+        # Deliveries of the current subscription, in order, moved here by its callback.
+        self._inbox: deque[Msg] = deque()
+        self._arrived = asyncio.Event()
         self._consumer: str | None = None
         self._next_subject = ""
         self._reconnects_seen = nc.stats["reconnects"]
@@ -97,22 +105,32 @@ class OrderedConsumer(TrackedConsumer):
         await self._top_up()
         return True
 
+    def _waiting(self) -> bool:
+        """Whether deliveries are here that the caller has not taken yet."""
+        return bool(self._inbox) or (self._sub is not None and self._sub.pending_msgs > 0)
+
     def _healthy(self) -> bool:
         reconnected = self.nc.stats["reconnects"] != self._reconnects_seen
-        if not reconnected and not self._sub._pending_queue.empty():  # type: ignore[union-attr]
+        if not reconnected and self._waiting():
             return True
         return not self.tracker.stale(reconnected, self.nc.is_connected)
 
     async def _create(self) -> None:
         self._reconnects_seen = self.nc.stats["reconnects"]
-        config = ConsumerConfig.from_response(self.tracker.consumer_config(self.filters))
+        config = self.tracker.consumer_config(self.filters)
         info = await self.js.add_consumer(self.stream, config=config, timeout=2.0)
+        inbox: deque[Msg] = deque()
+
+        async def deliver(msg: Msg) -> None:
+            inbox.append(msg)
+            self._arrived.set()
+
         # In flight at most two requests of `max_bytes`: no client-side limit needed.
-        self._sub = await self.nc.subscribe(self.nc.new_inbox(), pending_msgs_limit=0,
-                                            pending_bytes_limit=0)
+        self._sub = await self.nc.subscribe(self.nc.new_inbox(), cb=deliver,
+                                            pending_msgs_limit=0, pending_bytes_limit=0)
+        self._inbox = inbox
         self._consumer = info.name
-        prefix = getattr(self.js, "_prefix", DEFAULT_PREFIX)
-        self._next_subject = f"{prefix}.CONSUMER.MSG.NEXT.{self.stream}.{info.name}"
+        self._next_subject = f"{self.api_prefix}.CONSUMER.MSG.NEXT.{self.stream}.{info.name}"
         self.tracker.restart()
 
     async def _top_up(self) -> None:
@@ -125,6 +143,7 @@ class OrderedConsumer(TrackedConsumer):
     async def _drop(self) -> None:
         sub, self._sub = self._sub, None
         consumer, self._consumer = self._consumer, None
+        self._inbox = deque()  # the next consumer starts right after `position`
         self.resets += 1
         if sub is not None:
             try:
@@ -149,23 +168,21 @@ class OrderedConsumer(TrackedConsumer):
         out = Delivery()
         if not await self.ensure():
             return out
-        queue = self._sub._pending_queue  # type: ignore[union-attr]
-        if queue.empty() and wait_s > 0:
+        if not self._inbox and wait_s > 0:
+            self._arrived.clear()
             try:
-                first = await asyncio.wait_for(queue.get(), wait_s)
+                await asyncio.wait_for(self._arrived.wait(), wait_s)
             except asyncio.TimeoutError:
                 return out
-            if not self._take_any(first, out):
-                await self._drop()
-                return out
+        inbox = self._inbox
         deadline = time.monotonic() + max_s
         while len(out.items) < budget:
-            if queue.empty():
+            if not inbox:
                 await self._top_up()
                 await _let_client_read()
-                if queue.empty() or time.monotonic() > deadline:
+                if not inbox or time.monotonic() > deadline:
                     break
-            msg = queue.get_nowait()
+            msg = inbox.popleft()
             ok = self._take(msg, out) if msg.data else self._take_any(msg, out)
             if not ok:
                 await self._drop()
@@ -179,9 +196,10 @@ class OrderedConsumer(TrackedConsumer):
         """A data or status message; False when the consumer must be recreated."""
         self.tracker.last_activity = time.monotonic()
         headers = msg.headers
-        if headers is not None and _STATUS in headers and not msg.data:
-            return self.tracker.status(headers.get(_STATUS), str(headers.get(_DESCRIPTION, "")),
-                                       int(headers.get(_PENDING_MESSAGES, 0)))
+        if headers is not None and Header.STATUS.value in headers and not msg.data:
+            return self.tracker.status(headers.get(Header.STATUS.value),
+                                       str(headers.get(Header.DESCRIPTION.value, "")),
+                                       int(headers.get(PENDING_MESSAGES_HEADER, 0)))
         return self._take(msg, out)
 
     def _take(self, msg: Msg, out: Delivery) -> bool:
@@ -196,7 +214,7 @@ class OrderedConsumer(TrackedConsumer):
 
     async def caught_up(self) -> bool:
         """Whether the server has nothing more for us right now."""
-        if self._sub is None or self._consumer is None or not self._sub._pending_queue.empty():
+        if self._sub is None or self._consumer is None or self._waiting():
             return False
         try:
             info = await self.js.consumer_info(self.stream, self._consumer, timeout=1.0)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats
+import nats.errors
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -26,7 +27,7 @@ from nats.js.api import (
 )
 from nats.js.errors import BadRequestError, NotFoundError
 
-from binloop.nats.subjects import partition_prefix, partition_transform
+from binloop.nats.subjects import partition_prefix, partition_transform, unpartitioned_backlog
 
 log = logging.getLogger("binloop.nats")
 
@@ -95,6 +96,15 @@ async def connect(url: str, name: str, connect_timeout_s: float = 30.0,
     return nc
 
 
+async def close_quietly(nc: NATS, timeout_s: float = 5.0) -> None:
+    """Close a connection without letting a dead server's error (or a hang) mask what
+    the caller is reporting."""
+    try:
+        await asyncio.wait_for(nc.close(), timeout_s)
+    except (asyncio.TimeoutError, nats.errors.Error, OSError) as exc:
+        log.debug("closing the NATS connection: %s", exc)
+
+
 def redact_url(url: str) -> str:
     """The server URL(s) without credentials (`nats://user:secret@host` -> `nats://***@host`)."""
     return re.sub(r"(?<=://)[^@/,]*@", "***@", url)
@@ -160,3 +170,21 @@ def stream_partitions(info: StreamInfo) -> int | None:
     transform = info.config.subject_transform
     match = _PARTITION_DEST.match(transform.dest or "") if transform is not None else None
     return int(match.group("n")) if match else None
+
+
+async def backlog_end(js: JetStreamContext, stream: str, prefix: str) -> int | None:
+    """The stream sequence of the last record stored *before* the partition transform
+    was added (on `{prefix}.<session>.<tool>`, read by partition 0), or None when
+    the stream has no such backlog or no transform.
+
+    Once the transform is in place the server stores nothing more under that subject
+    shape, so the answer is fixed (it only shrinks when the stream's limits drop old
+    messages), the same for every process that asks."""
+    info = await js.stream_info(stream)
+    if stream_partitions(info) is None:
+        return None
+    try:
+        last = await js.get_last_msg(stream, unpartitioned_backlog(prefix))
+    except NotFoundError:
+        return None
+    return int(last.seq) if last.seq is not None else None

@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy, StatusCode
 
 from binloop.core.schema import DeadLetter, raw_text
 from binloop.nats.subjects import BATCH_HEADER, BATCH_JSONL
@@ -22,7 +23,8 @@ from binloop.nats.subjects import BATCH_HEADER, BATCH_JSONL
 log = logging.getLogger("binloop.nats")
 
 # A request that ended (expired, max_bytes hit, batch completed): its undelivered
-# messages are in the Nats-Pending-Messages header.
+# messages are in this header (nats-py reads it but names no constant for it).
+PENDING_MESSAGES_HEADER = "Nats-Pending-Messages"
 _REQUEST_ENDED = ("request timeout", "exceeds maxbytes", "batch completed")
 
 Arrival = Literal["new", "seen", "gap"]
@@ -82,18 +84,14 @@ class PullTracker:
         self.next_dseq = 1
         self.last_activity = time.monotonic()
 
-    def consumer_config(self, filters: list[str]) -> dict[str, Any]:
-        """The JetStream API config of the ephemeral consumer right after `position`."""
-        config: dict[str, Any] = {
-            "deliver_policy": "by_start_sequence", "opt_start_seq": self.position + 1,
-            "ack_policy": "none", "replay_policy": "instant", "mem_storage": True,
-            "num_replicas": 1,
-            "inactive_threshold": int(max(30.0, 10 * self.pull.heartbeat_s) * 1e9)}
-        if len(filters) == 1:
-            config["filter_subject"] = filters[0]
-        else:
-            config["filter_subjects"] = filters
-        return config
+    def consumer_config(self, filters: list[str]) -> ConsumerConfig:
+        """The ephemeral consumer right after `position` (`as_dict()` is its API form)."""
+        return ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.position + 1,
+            ack_policy=AckPolicy.NONE, replay_policy=ReplayPolicy.INSTANT, mem_storage=True,
+            num_replicas=1, inactive_threshold=max(30.0, 10 * self.pull.heartbeat_s),
+            filter_subject=filters[0] if len(filters) == 1 else None,
+            filter_subjects=filters if len(filters) > 1 else None)
 
     def requests(self) -> list[bytes]:
         """Pull requests to send now to keep between one and two batches requested."""
@@ -139,22 +137,30 @@ class PullTracker:
         out.messages += 1
         out.first_seq = out.first_seq or sseq
         out.last_seq = sseq
-        if batch is None:
+        if not data.strip():
+            # A file's blank line is no record; a message is meant to be one (or an
+            # envelope of some): an empty one is a publisher's bug, to be seen.
+            what = "message" if batch is None else f"{BATCH_HEADER} envelope"
+            out.rejects.append(self._reject(data, f"empty {what}: no record", sseq))
+        elif batch is None:
             out.items.append(data)
         elif batch.strip().lower() == BATCH_JSONL:
             out.items.extend(split_envelope(data))
         else:
-            out.rejects.append(DeadLetter(
-                raw_text(data), f"unknown {BATCH_HEADER} encoding {batch!r:.40} "
-                f"(expected {BATCH_JSONL!r})", f"nats:{self.stream}", f"stream seq {sseq}"))
+            out.rejects.append(self._reject(data, f"unknown {BATCH_HEADER} encoding "
+                                            f"{batch!r:.40} (expected {BATCH_JSONL!r})", sseq))
+
+    def _reject(self, data: bytes, reason: str, sseq: int) -> DeadLetter:
+        return DeadLetter(raw_text(data), reason, f"nats:{self.stream}", f"stream seq {sseq}")
 
     def status(self, status: str | None, description: str, pending_messages: int) -> bool:
         """Heartbeats keep us alive; a request that ended early returns its credit;
         anything else (consumer deleted, leadership change...) recreates (False)."""
-        if status == "100":
+        if status == StatusCode.CONTROL_MESSAGE.value:
             return True
         lowered = description.lower()
-        if status == "408" or (status == "409" and any(e in lowered for e in _REQUEST_ENDED)):
+        if status == StatusCode.REQUEST_TIMEOUT.value or (
+                status == StatusCode.CONFLICT.value and any(e in lowered for e in _REQUEST_ENDED)):
             self._credit = max(0, self._credit - pending_messages)
             self._big_next = self._big_next or "maxbytes" in lowered
             return True

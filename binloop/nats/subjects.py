@@ -72,8 +72,15 @@ def partition_transform(prefix: str, partitions: int) -> tuple[str, str]:
     message than with the session kept, `binloop bench nats`). Streams partitioned
     with the earlier `{prefix}_p.<partition>.<session>.<tool>` are read the same way
     (`partition_filters` match both)."""
-    return (f"{prefix}.*.*",
+    return (unpartitioned_backlog(prefix),
             f"{partition_prefix(prefix)}.{{{{partition({partitions},2)}}}}.{{{{wildcard(2)}}}}")
+
+
+def unpartitioned_backlog(prefix: str) -> str:
+    """The subjects telemetry stored before the partition transform was added stays
+    on: the transform's source shape (`{prefix}.*.*`), which the server no longer
+    stores anything under once the transform is in place."""
+    return f"{prefix}.*.*"
 
 
 def tool_filters(prefix: str, tool: str) -> list[str]:

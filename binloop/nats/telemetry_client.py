@@ -19,7 +19,6 @@ it with the reason) unless `strict=True`, where :meth:`record` raises instead.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import hashlib
 import logging
@@ -40,7 +39,7 @@ from binloop.core.schema import (
     dumps_record,
     validate_record,
 )
-from binloop.nats.jetstream import connect
+from binloop.nats.link import NatsLink
 from binloop.nats.subjects import MSG_ID_HEADER, telemetry_subject
 
 log = logging.getLogger("binloop.telemetry")
@@ -169,40 +168,40 @@ class TelemetryClient:
     # -- the publishing thread ----------------------------------------------------
 
     def _run(self) -> None:
-        asyncio.run(self._publish_forever())
-
-    async def _publish_forever(self) -> None:
-        nc: NATS | None = None
+        link: NatsLink | None = None
         window = self.window
         try:
             while not self._stop.is_set():
-                if nc is None:
-                    nc = await self._try_connect()
-                    if nc is None:
+                if link is None:
+                    link = self._try_connect()
+                    if link is None:
                         continue
                 lines = self._unpublished(window)
                 if not lines:
-                    await asyncio.to_thread(self._wake.wait, 0.5)
+                    self._wake.wait(0.5)
                     self._wake.clear()
                     continue
-                if await self._publish(nc, lines):
+                try:
+                    published = link.run(self._publish(link.nc, lines), self.ack_timeout_s + 10)
+                except TimeoutError:
+                    published = False
+                if published:
                     window = self.window
                 else:
                     window = 1
-                    await asyncio.to_thread(self._stop.wait, 0.25)
+                    self._stop.wait(0.25)
         finally:
-            if nc is not None:
-                with contextlib.suppress(Exception):
-                    await nc.close()
+            if link is not None:
+                link.close()
 
-    async def _try_connect(self) -> NATS | None:
+    def _try_connect(self) -> NatsLink | None:
         try:
-            nc = await connect(self.nats_url or "", "binloop-telemetry", connect_timeout_s=1.0)
+            link = NatsLink(self.nats_url or "", "binloop-telemetry", connect_timeout_s=1.0)
         except ConnectionError:
-            await asyncio.to_thread(self._stop.wait, 0.5)
+            self._stop.wait(0.5)
             return None
         self.connected = True
-        return nc
+        return link
 
     def _unpublished(self, limit: int) -> list[bytes]:
         """Up to `limit` complete lines of the log after the published offset."""
@@ -221,7 +220,7 @@ class TelemetryClient:
         """Publish `lines` and wait for every acknowledgement; False (at once) when the
         connection is down or drops meanwhile, or the stream refuses or times out."""
         if not nc.is_connected:
-            await asyncio.to_thread(self._stop.wait, 0.1)
+            await asyncio.sleep(0.1)
             return False
         js = nc.jetstream()
         futures = []

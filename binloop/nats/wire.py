@@ -26,11 +26,16 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 import orjson
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import DEFAULT_PREFIX, StatusCode
+from nats.js.errors import APIError
 
 log = logging.getLogger("binloop.nats")
 
@@ -42,22 +47,11 @@ READ_BYTES: Final = 1 << 20
 READ_MAX: Final = 8 << 20
 _CRLF: Final = b"\r\n"
 _STATUS_LINE: Final = b"NATS/1.0 "
+_NO_RESPONDERS: Final = _STATUS_LINE + StatusCode.SERVICE_UNAVAILABLE.value.encode()
 
 
 class Unsupported(ConnectionError):
     """The server or URL needs something this client does not do (TLS, NKeys...)."""
-
-
-class NoResponders(ConnectionError):
-    """Nobody answers on a request's subject (e.g. JetStream is not enabled)."""
-
-
-class JetStreamError(RuntimeError):
-    """A JetStream API call answered with an error."""
-
-    def __init__(self, code: int, err_code: int, description: str) -> None:
-        super().__init__(f"{description} (status {code}, error {err_code})")
-        self.code, self.err_code = code, err_code
 
 
 @dataclass(frozen=True)
@@ -323,42 +317,8 @@ class WireConnection:
 
     def _dispatch(self) -> None:
         """Cut the buffer into frames; an incomplete last frame stays in the buffer."""
-        buf = self._buf
-        end = len(buf)
-        pos = 0
-        subs = self._subs
-        while pos < end:
-            eol = buf.find(_CRLF, pos)
-            if eol < 0:
-                break
-            op = buf[pos]
-            if op == 72:  # HMSG <subject> <sid> [reply] <header bytes> <total bytes>
-                args = buf[pos + 5:eol].split()
-                body = eol + 2
-                stop = body + int(args[-1])
-                if stop + 2 > end:
-                    break
-                sub = subs.get(int(args[1]))
-                if sub is not None:
-                    split = body + int(args[-2])
-                    sub.pending.append((args[2] if len(args) == 5 else b"", buf[body:split],
-                                        buf[split:stop]))
-                pos = stop + 2
-            elif op == 77:  # MSG <subject> <sid> [reply] <bytes>
-                args = buf[pos + 4:eol].split()
-                body = eol + 2
-                stop = body + int(args[-1])
-                if stop + 2 > end:
-                    break
-                sub = subs.get(int(args[1]))
-                if sub is not None:
-                    sub.pending.append((args[2] if len(args) == 4 else b"", b"",
-                                        buf[body:stop]))
-                pos = stop + 2
-            else:
-                self._control(buf[pos:eol])
-                pos = eol + 2
-        self._buf = buf[pos:] if pos else buf
+        used = cut_frames(self._buf, self._subs, self._control)
+        self._buf = self._buf[used:] if used else self._buf
 
     def _control(self, line: bytes) -> None:
         if line == b"PING":
@@ -374,8 +334,8 @@ class WireConnection:
     # -- request / reply -------------------------------------------------------------------
 
     def request(self, subject: str, payload: bytes, timeout_s: float) -> WireMsg:
-        """Publish and wait for the first reply (raises TimeoutError, NoResponders, or
-        ConnectionError when not connected)."""
+        """Publish and wait for the first reply; raises nats-py's errors (`TimeoutError`,
+        `NoRespondersError`), or ConnectionError when not connected."""
         if self._sock is None:
             self.pump()
             if self._sock is None:
@@ -392,14 +352,55 @@ class WireConnection:
                     raise ConnectionError("NATS connection lost during a request")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"no reply on {subject} within {timeout_s:g}s")
+                    raise NatsTimeoutError
                 select.select([self._sock], [], [], min(remaining, 0.05))
         finally:
             self.unsubscribe(sub)
         reply = sub.pending[0]
-        if not reply[2] and reply[1].startswith(_STATUS_LINE + b"503"):
-            raise NoResponders(f"no responders on {subject}")
+        if not reply[2] and reply[1].startswith(_NO_RESPONDERS):
+            raise NoRespondersError
         return reply
+
+
+def cut_frames(buf: bytes, subs: dict[int, Subscription],
+               control: Callable[[bytes], None]) -> int:
+    """Hand the complete frames at the start of `buf` to their subscriptions (MSG and
+    HMSG; a message of an unknown sid is dropped) and every other protocol line to
+    `control`; returns the bytes used. What follows them, an incomplete frame, is
+    left for the next read to complete, wherever the socket happened to cut it."""
+    end = len(buf)
+    pos = 0
+    while pos < end:
+        eol = buf.find(_CRLF, pos)
+        if eol < 0:
+            break
+        op = buf[pos]
+        if op == 72:  # HMSG <subject> <sid> [reply] <header bytes> <total bytes>
+            args = buf[pos + 5:eol].split()
+            body = eol + 2
+            stop = body + int(args[-1])
+            if stop + 2 > end:
+                break
+            sub = subs.get(int(args[1]))
+            if sub is not None:
+                split = body + int(args[-2])
+                sub.pending.append((args[2] if len(args) == 5 else b"", buf[body:split],
+                                    buf[split:stop]))
+            pos = stop + 2
+        elif op == 77:  # MSG <subject> <sid> [reply] <bytes>
+            args = buf[pos + 4:eol].split()
+            body = eol + 2
+            stop = body + int(args[-1])
+            if stop + 2 > end:
+                break
+            sub = subs.get(int(args[1]))
+            if sub is not None:
+                sub.pending.append((args[2] if len(args) == 4 else b"", b"", buf[body:stop]))
+            pos = stop + 2
+        else:
+            control(buf[pos:eol])
+            pos = eol + 2
+    return pos
 
 
 class _LineReader:
@@ -454,18 +455,18 @@ def parse_headers(block: bytes) -> tuple[str | None, str, dict[str, str]]:
 
 def js_api(conn: WireConnection, subject: str, body: dict[str, Any] | None,
            timeout_s: float = 2.0) -> dict[str, Any]:
-    """A JetStream API call (`$JS.API.<...>`); raises JetStreamError on an error reply."""
+    """A JetStream API call (`$JS.API.<...>`); an error reply raises nats-py's error
+    for it (`nats.js.errors.APIError` or its subclass, e.g. `NotFoundError`)."""
     _, _, data = conn.request(subject, orjson.dumps(body) if body is not None else b"",
                               timeout_s)
     answer: dict[str, Any] = orjson.loads(data)
     error = answer.get("error")
     if error:
-        raise JetStreamError(int(error.get("code", 0)), int(error.get("err_code", 0)),
-                             str(error.get("description", "JetStream error")))
+        APIError.from_error(error)  # raises
     return answer
 
 
-def stream_last_seq(conn: WireConnection, stream: str, api: str = "$JS.API") -> int:
+def stream_last_seq(conn: WireConnection, stream: str, api: str = DEFAULT_PREFIX) -> int:
     info = js_api(conn, f"{api}.STREAM.INFO.{stream}", None)
     return int(info["state"]["last_seq"])
 

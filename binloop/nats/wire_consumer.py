@@ -17,10 +17,18 @@ import logging
 import time
 from typing import Final
 
-from binloop.nats.pull_protocol import Delivery, PullSettings, PullTracker, TrackedConsumer
+from nats.errors import Error as NatsError
+from nats.js.api import DEFAULT_PREFIX
+
+from binloop.nats.pull_protocol import (
+    PENDING_MESSAGES_HEADER,
+    Delivery,
+    PullSettings,
+    PullTracker,
+    TrackedConsumer,
+)
 from binloop.nats.subjects import BATCH_HEADER
 from binloop.nats.wire import (
-    JetStreamError,
     Subscription,
     WireConnection,
     WireMsg,
@@ -30,7 +38,6 @@ from binloop.nats.wire import (
 
 log = logging.getLogger("binloop.nats")
 
-API_PREFIX: Final = "$JS.API"
 _BATCH_NAME: Final = BATCH_HEADER.encode()
 _STATUS_LINE: Final = b"NATS/1.0 "
 
@@ -49,7 +56,7 @@ class WireOrderedConsumer(TrackedConsumer):
     """Reads the messages of `filters` in `stream` after stream sequence `position`."""
 
     def __init__(self, conn: WireConnection, stream: str, filters: list[str], position: int,
-                 source: str, pull: PullSettings | None = None, api: str = API_PREFIX) -> None:
+                 source: str, pull: PullSettings | None = None, api: str = DEFAULT_PREFIX) -> None:
         self.conn, self.stream = conn, stream
         self.filters = filters
         self.source = source
@@ -89,7 +96,7 @@ class WireOrderedConsumer(TrackedConsumer):
                 return False
             try:
                 self._create()
-            except (OSError, JetStreamError, KeyError, ValueError) as exc:
+            except (OSError, NatsError, KeyError, ValueError) as exc:
                 log.debug("consumer for %s not created yet: %s", self.source, exc)
                 self._drop()
                 self._retry_at = time.monotonic() + 0.25
@@ -110,7 +117,7 @@ class WireOrderedConsumer(TrackedConsumer):
         self._reconnects_seen = self.conn.reconnects
         info = js_api(self.conn, f"{self.api}.CONSUMER.CREATE.{self.stream}",
                       {"stream_name": self.stream,
-                       "config": self.tracker.consumer_config(self.filters)})
+                       "config": self.tracker.consumer_config(self.filters).as_dict()})
         self._consumer = str(info["name"])
         self._sub = self.conn.subscribe(self.conn.new_inbox())
         self._next_subject = f"{self.api}.CONSUMER.MSG.NEXT.{self.stream}.{self._consumer}"
@@ -173,7 +180,7 @@ class WireOrderedConsumer(TrackedConsumer):
             status, description, fields = parse_headers(headers)
             if status is not None:
                 return self.tracker.status(status, description,
-                                           int(fields.get("Nats-Pending-Messages", 0)))
+                                           int(fields.get(PENDING_MESSAGES_HEADER, 0)))
         return self._take(reply, headers, data, out)
 
     def _take(self, reply: bytes, headers: bytes, data: bytes, out: Delivery) -> bool:
@@ -196,7 +203,7 @@ class WireOrderedConsumer(TrackedConsumer):
         try:
             info = js_api(self.conn, f"{self.api}.CONSUMER.INFO.{self.stream}.{self._consumer}",
                           None, 1.0)
-        except (OSError, JetStreamError, ValueError) as exc:
+        except (OSError, NatsError, ValueError) as exc:
             log.debug("consumer info: %s", exc)
             return False
         delivered = int((info.get("delivered") or {}).get("consumer_seq") or 0)
@@ -210,6 +217,6 @@ class WireOrderedConsumer(TrackedConsumer):
             try:
                 js_api(self.conn, f"{self.api}.CONSUMER.DELETE.{self.stream}.{consumer}",
                        None, 1.0)
-            except (OSError, JetStreamError, ValueError) as exc:
+            except (OSError, NatsError, ValueError) as exc:
                 log.debug("delete consumer %s: %s", consumer, exc)
         self.conn.flush()

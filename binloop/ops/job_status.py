@@ -35,7 +35,7 @@ from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 
 from binloop.core.summary import RunSummary
-from binloop.nats.jetstream import connect
+from binloop.nats.link import NatsLink
 from binloop.ops import metrics
 
 STATUS_TTL_S: Final = 86_400.0
@@ -102,31 +102,21 @@ class StatusPublisher:
         self._thread.join(self.settings.connect_timeout_s + 10)
 
     def _main(self) -> None:
+        s = self.settings
         try:
-            asyncio.run(self._loop())
+            with NatsLink(s.url, f"binloop-status-{s.process_id}", s.connect_timeout_s) as link:
+                kv = link.run(status_bucket(link.js, s.bucket, s.create_bucket))
+                if kv is None:
+                    log.warning("status bucket %s does not exist (creation is off: "
+                                "--no-manage-stream); the job's status is not published",
+                                s.bucket)
+                    return
+                while not self._stop.is_set():
+                    link.run(self._publish(kv, "running"))
+                    self._stop.wait(s.interval_s)
+                link.run(self._publish(kv, "stopped"))
         except Exception as exc:  # never take the job down
             log.warning("status publishing stopped: %s", exc)
-
-    async def _loop(self) -> None:
-        s = self.settings
-        nc = await connect(s.url, f"binloop-status-{s.process_id}", s.connect_timeout_s)
-        try:
-            kv = await status_bucket(nc.jetstream(timeout=5.0), s.bucket, s.create_bucket)
-            if kv is None:
-                log.warning("status bucket %s does not exist (creation is off: "
-                            "--no-manage-stream); the job's status is not published", s.bucket)
-                return
-            while not self._stop.is_set():
-                await self._publish(kv, "running")
-                await self._sleep(s.interval_s)
-            await self._publish(kv, "stopped")
-        finally:
-            await nc.close()
-
-    async def _sleep(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            await asyncio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
     async def _publish(self, kv: KeyValue, state: str) -> None:
         s = self.settings

@@ -9,7 +9,6 @@ are pending), the last BINEvents, and what the job publishes to its status bucke
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from dataclasses import dataclass
@@ -22,7 +21,9 @@ from nats.js import JetStreamContext
 from nats.js.api import DEFAULT_PREFIX, ConsumerInfo, StreamInfo
 from nats.js.errors import NotFoundError
 
-from binloop.nats.jetstream import connect, redact_url, stream_partitions
+from binloop.core.config import default
+from binloop.nats.jetstream import redact_url, stream_partitions
+from binloop.nats.link import NatsLink
 from binloop.nats.subjects import partition_prefix
 from binloop.ops.job_status import read_job_status
 
@@ -30,36 +31,32 @@ from binloop.ops.job_status import read_job_status
 @dataclass(frozen=True)
 class StatusQuery:
     url: str
-    stream: str = "TELEMETRY"
-    subject_prefix: str = "telemetry"
-    events_stream: str = "BIN_EVENTS"
-    bucket: str = "BINLOOP_STATUS"
-    job: str = "binloop"
+    stream: str = default("stream")
+    subject_prefix: str = default("subject_prefix")
+    events_stream: str = default("events_stream")
+    bucket: str = default("status_bucket")
+    job: str = default("job_name")
     last_events: int = 5
     connect_timeout_s: float = 10.0
 
 
 def gather(query: StatusQuery) -> dict[str, Any]:
-    return asyncio.run(_gather(query))
+    with NatsLink(query.url, "binloop-status", query.connect_timeout_s) as link:
+        return link.run(_gather(link.nc, link.js, query), 60.0)
 
 
-async def _gather(query: StatusQuery) -> dict[str, Any]:
-    nc = await connect(query.url, "binloop-status", query.connect_timeout_s)
-    try:
-        js = nc.jetstream(timeout=5.0)
-        telemetry = await _stream(nc, js, query.stream)
-        if telemetry["exists"]:
-            telemetry["consumers"] = await _partition_consumers(js, query)
-        events = await _stream(nc, js, query.events_stream)
-        if events["exists"]:
-            events["last"] = await _last_events(js, query.events_stream, events,
-                                                query.last_events)
-        job = await read_job_status(js, query.bucket, query.job)
-        return {"nats": redact_url(query.url), "checked": time.time(), "telemetry": telemetry,
-                "events": events, "job": {"name": query.job, "bucket": query.bucket,
-                                          "published": job}}
-    finally:
-        await nc.close()
+async def _gather(nc: NATS, js: JetStreamContext, query: StatusQuery) -> dict[str, Any]:
+    telemetry = await _stream(nc, js, query.stream)
+    if telemetry["exists"]:
+        telemetry["consumers"] = await _partition_consumers(js, query)
+    events = await _stream(nc, js, query.events_stream)
+    if events["exists"]:
+        events["last"] = await _last_events(js, query.events_stream, events,
+                                            query.last_events)
+    job = await read_job_status(js, query.bucket, query.job)
+    return {"nats": redact_url(query.url), "checked": time.time(), "telemetry": telemetry,
+            "events": events, "job": {"name": query.job, "bucket": query.bucket,
+                                      "published": job}}
 
 
 async def _stream(nc: NATS, js: JetStreamContext, name: str) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -17,6 +19,7 @@ from binloop.core.schema import (
     raw_text,
     validate_record,
 )
+from binloop.replay.formats import LineMapper, mapped, mapper
 from binloop.replay.inputs import RawChunk, RawItem
 
 
@@ -40,11 +43,20 @@ def parse_chunk(chunk: RawChunk, limits: RecordLimits = DEFAULT_LIMITS) -> Parse
     records: list[ToolInvocation] = []
     dead: list[DeadLetter] = []
     blank = 0
+    line_mapper = mapper(chunk.input_format)
     for index, item in enumerate(chunk.items):
         if not item:
             blank += 1
             continue
         try:
+            if line_mapper is not None and isinstance(item, bytes):
+                for fields in mapped(line_mapper, item, chunk.source, chunk.first_line + index):
+                    try:
+                        records.append(validate_record(fields, limits))
+                    except InvalidRecord as exc:
+                        dead.append(DeadLetter(raw_text(item), str(exc), chunk.source,
+                                               str(chunk.first_line + index)))
+                continue
             records.append(parse_item(item, limits))
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
@@ -75,9 +87,18 @@ def parse_counted(chunk: RawChunk, count_outcomes: frozenset[str],
     dead: list[DeadLetter] = []
     valid = blank = 0
     max_ts = -1
+    line_mapper = mapper(chunk.input_format)
     for index, item in enumerate(chunk.items):
         if not item:
             blank += 1
+            continue
+        if line_mapper is not None and isinstance(item, bytes):
+            good = _mapped_line(line_mapper, validate, item, chunk, index, dead)
+            valid += len(good)
+            for rec in good:
+                max_ts = max(max_ts, rec["ts"])
+                if rec["failure_mode"] is not None and rec["outcome"] in count_outcomes:
+                    counted.append(rec)
             continue
         try:
             rec = validate(item) if isinstance(item, dict) else parse(item)
@@ -91,3 +112,23 @@ def parse_counted(chunk: RawChunk, count_outcomes: frozenset[str],
         if rec["failure_mode"] is not None and rec["outcome"] in count_outcomes:
             counted.append(rec)
     return CountedChunk(counted, dead, valid, blank, max_ts if valid else None)
+
+
+def _mapped_line(line_mapper: LineMapper, validate: Callable[[dict[str, Any]], ToolInvocation],
+                 item: bytes, chunk: RawChunk, index: int,
+                 dead: list[DeadLetter]) -> list[ToolInvocation]:
+    """The valid records of a line of another input format; its rejects go to `dead`
+    (each with the line's position)."""
+    position = str(chunk.first_line + index)
+    try:
+        fields = mapped(line_mapper, item, chunk.source, chunk.first_line + index)
+    except InvalidRecord as exc:
+        dead.append(DeadLetter(raw_text(item), str(exc), chunk.source, position))
+        return []
+    good: list[ToolInvocation] = []
+    for one in fields:
+        try:
+            good.append(validate(one))
+        except InvalidRecord as exc:
+            dead.append(DeadLetter(raw_text(item), str(exc), chunk.source, position))
+    return good

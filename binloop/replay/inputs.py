@@ -40,6 +40,13 @@ class RawChunk:
     items: list[RawItem]
     # The seq this reader started at (> 0 after a resume from recovery).
     start_seq: int = 0
+    # How the lines are written (`binloop.replay.formats`); mapped in the parse step.
+    input_format: str = "binloop"
+    # Adopting a live stream that holds telemetry stored before it was partitioned
+    # (flows.nats_source): a chunk is applied only after the backlog of partition
+    # `waits_for`, which a chunk of that partition with `releases` ends.
+    waits_for: str | None = None
+    releases: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +97,10 @@ class InputReader:
     """Reads one input (file, directory or stdin) as a sequence of chunks."""
 
     def __init__(self, path: str, batch_size: int, partition: str = "input",
-                 resume: ReadPosition | None = None) -> None:
+                 resume: ReadPosition | None = None, input_format: str = "auto") -> None:
         self.files = list_input_files(path)
+        self.input_format = input_format
+        self._formats: dict[int, str] = {}  # `auto` resolved, per file index
         self.partition = partition
         self.batch_size = batch_size
         self.position = resume or ReadPosition()
@@ -110,11 +119,26 @@ class InputReader:
                                              cursor.offset, self.position.line + len(items))
                 self.bytes_done = self._done_before() + cursor.bytes_read()
                 return RawChunk(self.partition, self.position.seq - 1, cursor.name, first_line,
-                                items, self.start_seq)
+                                items, self.start_seq, self._format_of(cursor.name, items))
             cursor.close()
             self._file = None
             self.position = ReadPosition(self.position.seq, self.position.file_index + 1)
         return None
+
+    def _format_of(self, name: str, items: list[RawItem]) -> str:
+        """The input format of the current file (`auto`: sniffed from its first line)."""
+        from binloop.replay.formats import AUTO, BINLOOP, resolve, sniff_file
+
+        if self.input_format != AUTO:
+            return self.input_format
+        index = self.position.file_index
+        known = self._formats.get(index)
+        if known is None:
+            found = resolve(AUTO, items) if name == STDIN else sniff_file(name)
+            if found is None:  # only blank lines so far: any format reads them alike
+                return BINLOOP
+            known = self._formats[index] = found
+        return known
 
     def close(self) -> None:
         if self._file is not None:

@@ -43,8 +43,13 @@ class SimParams:
     record_gap_ms: int = 2000
     agents: int = 8
     start_ts: int = DEFAULT_START_TS
+    # `text`: write failures without their failure_mode, only the error text, so that a
+    # sweep measures what inferring the modes costs against the same file with `given`.
+    modes: str = "given"
 
     def __post_init__(self) -> None:
+        if self.modes not in ("given", "text"):
+            raise ValueError(f"modes {self.modes!r} is not one of given, text")
         from binloop.sim.catalogue import ALL_MODES, TOOL_NAMES  # polars: not for --help
 
         if self.profile not in PROFILES:

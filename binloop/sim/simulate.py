@@ -289,10 +289,11 @@ def _json_str(expr: pl.Expr) -> pl.Expr:
     return pl.concat_str([pl.lit('"'), expr, pl.lit('"')])
 
 
-def record_lines(frame: pl.DataFrame) -> pl.Series:
-    """The JSONL text of each row, keys sorted and compact, with its content-hash `id`."""
+def record_lines(frame: pl.DataFrame, modes: str = "given") -> pl.Series:
+    """The JSONL text of each row, keys sorted and compact, with its content-hash `id`
+    (`modes="text"`: every failure_mode written null, the error text kept)."""
     error = (pl.when(pl.col("outcome").is_in(["failure", "timeout"]))
-             .then(pl.coalesce(error_text(), pl.lit("Error: unexpected failure"))))
+             .then(error_text()))  # a failure without a mode has no text: nothing to infer
     head = pl.concat_str([
         pl.lit('{"agent_id":'), _json_str(pl.col("agent_id")),
         pl.lit(',"args":'), pl.col("args"),
@@ -300,7 +301,7 @@ def record_lines(frame: pl.DataFrame) -> pl.Series:
         pl.when(error.is_not_null()).then(pl.concat_str([pl.lit(',"error":'), _json_str(error)]))
         .otherwise(pl.lit("")),
         pl.lit(',"failure_mode":'),
-        pl.when(pl.col("failure_mode").is_null()).then(pl.lit("null"))
+        pl.when(pl.col("failure_mode").is_null() | pl.lit(modes == "text")).then(pl.lit("null"))
         .otherwise(_json_str(pl.col("failure_mode"))),
     ])
     tail = pl.concat_str([
@@ -325,6 +326,27 @@ def simulate(params: SimParams) -> Simulation:
     return simulate_paper(params)
 
 
+def inferred_truth(sim: Simulation) -> dict[str, Any]:
+    """The truth of a `modes=text` file: each injected pair stands for the keys that its
+    records' error texts infer to (binloop.core.classify); a pair whose texts make two
+    templates (e.g. a token quoted in some) is two keys. Level-1 errors of the rules do
+    not show here (the key is whatever the texts infer to); splitting and merging do."""
+    from binloop.core.classify import classify
+
+    injected = sim.frame.filter(pl.col("kind") == "injected").with_columns(
+        error=error_text()).select("tool", "failure_mode", "outcome", "error").unique()
+    keys: dict[tuple[str, str], set[str]] = {}
+    for tool, mode, outcome, error in injected.iter_rows():
+        keys.setdefault((tool, mode), set()).add(classify(error, outcome).failure_mode)
+    pairs = []
+    for pair in sim.truth["pairs"]:
+        for inferred in sorted(keys.get((pair["tool"], pair["failure_mode"]), ())):
+            pairs.append({**pair, "given_mode": pair["failure_mode"], "failure_mode": inferred})
+    return {**sim.truth, "pairs": pairs, "modes": "text",
+            "truth_definition": "a (tool, failure_mode) key is positive iff the error texts "
+                                "of an injected pair's records infer to it"}
+
+
 def truth_path(out: str | Path) -> Path:
     return Path(f"{out}.truth.json")
 
@@ -338,7 +360,9 @@ def write_simulation(params: SimParams, out: str | Path) -> dict[str, Any]:
     sim = simulate(params)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
-    lines = record_lines(sim.frame)
+    lines = record_lines(sim.frame, params.modes)
+    if params.modes == "text":
+        sim.truth = inferred_truth(sim)
     tmp = target.with_name(target.name + ".tmp")
     pl.DataFrame({"line": lines}).write_csv(tmp, include_header=False, quote_style="never")
     tmp.replace(target)

@@ -25,31 +25,44 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+# sysexits EX_TEMPFAIL: NATS was unreachable; publishing the same file again is safe.
+NOT_STORED_EXIT = 75
+
+
 def run(args: argparse.Namespace) -> int:
-    import asyncio
+    from binloop.cli import report_error
+    from binloop.nats.publish import NotStored
 
     config = load_config(args)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
-    stats = asyncio.run(publish_file(config, args.file, args.rate, args.batch))
+    try:
+        stats = publish_file(config, args.file, args.rate, args.batch)
+    except (NotStored, ConnectionError) as exc:
+        report_error("publish", exc)
+        return NOT_STORED_EXIT
     rate = stats.records / stats.elapsed_s if stats.elapsed_s else 0.0
     print(f"published {stats.records:,} records in {stats.messages:,} messages "
-          f"({stats.duplicates:,} already stored) in {stats.elapsed_s:.2f}s, "
+          f"({stats.duplicates:,} already stored, {stats.retries:,} sent again) in "
+          f"{stats.elapsed_s:.2f}s, "
           f"{rate:,.0f} records/s", file=sys.stderr)
     return 0
 
 
-async def publish_file(config: Config, path: str, rate: float | None, batch: int) -> Any:
-    from binloop.nats.jetstream import connect, ensure_telemetry_stream
+def publish_file(config: Config, path: str, rate: float | None, batch: int) -> Any:
+    from binloop.nats.jetstream import ensure_telemetry_stream
+    from binloop.nats.link import NatsLink
     from binloop.nats.publish import messages, publish_messages, read_lines
     from flows.live import source_settings
 
     settings = source_settings(config)
-    nc = await connect(config.nats or "", "binloop-publish", settings.connect_timeout_s)
-    try:
-        js = nc.jetstream(timeout=10.0)
+
+    async def publish(link: NatsLink) -> Any:
+        js = link.nc.jetstream(timeout=10.0)
         await ensure_telemetry_stream(js, settings.stream, config.manage_stream)
         return await publish_messages(js, messages(read_lines(path), batch,
-                                                   config.subject_prefix), rate)
-    finally:
-        await nc.close()
+                                                   config.subject_prefix), rate,
+                                      deadline_s=config.publish_deadline / 1000)
+
+    with NatsLink(config.nats or "", "binloop-publish", settings.connect_timeout_s) as link:
+        return link.run(publish(link), None)  # bounded by the publish deadline

@@ -115,24 +115,16 @@ def preflight(config: Config) -> int:
     """Reach NATS and set the telemetry stream up before starting Bytewax, so that a
     wrong URL or a stream binloop cannot use is a one-line error; returns the
     stream's partitions."""
-    import asyncio
-
-    from binloop.nats.jetstream import StreamSetupError, connect, ensure_telemetry_stream
+    from binloop.nats.jetstream import StreamSetupError, ensure_telemetry_stream
+    from binloop.nats.link import NatsLink
     from flows.live import source_settings
 
     settings = source_settings(config)
-
-    async def check() -> int:
-        nc = await connect(settings.url, "binloop-preflight", settings.connect_timeout_s)
-        try:
-            return await ensure_telemetry_stream(nc.jetstream(), settings.stream,
-                                                 settings.manage_stream)
-        finally:
-            await nc.close()
-
     try:
-        return asyncio.run(check())
-    except (ConnectionError, StreamSetupError) as exc:
+        with NatsLink(settings.url, "binloop-preflight", settings.connect_timeout_s) as link:
+            return link.run(ensure_telemetry_stream(link.js, settings.stream,
+                                                    settings.manage_stream))
+    except (ConnectionError, StreamSetupError, TimeoutError) as exc:
         raise ValueError(str(exc)) from None
 
 

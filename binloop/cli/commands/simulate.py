@@ -38,6 +38,9 @@ HELP = {
     "record_gap_ms": "bulk/distinct: event time between two records",
     "agents": "number of distinct agent_id values",
     "start_ts": "event time of the first session (unix ms, default 2023-11-14)",
+    "modes": "given (records carry their failure_mode) | text (failure_mode null, the error "
+             "text kept: the job infers modes; the truth lists the keys the injected "
+             "records' texts infer to)",
 }
 
 

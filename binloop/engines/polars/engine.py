@@ -33,6 +33,7 @@ from binloop.engines.polars.read import (
     record_of,
     records_frame,
 )
+from binloop.replay.formats import AUTO
 from binloop.replay.inputs import input_size, list_input_files
 from binloop.replay.outputs import Outputs
 
@@ -41,11 +42,12 @@ __all__ = ["Detection", "LoadedRecords", "detect_frame", "detect_rows", "detect_
 
 
 def load_records(path: str, limits: RecordLimits = DEFAULT_LIMITS,
-                 on_progress: OnProgress | None = None) -> LoadedRecords:
+                 on_progress: OnProgress | None = None,
+                 input_format: str = AUTO) -> LoadedRecords:
     """Every record of `path` (a file, a directory of them, or - for stdin) in memory.
 
     `on_progress(bytes_read, lines_read)` is called after each block, with totals so far."""
-    return concat_blocks(_blocks(path, limits, on_progress))
+    return concat_blocks(_blocks(path, limits, on_progress, input_format))
 
 
 def detect_frame(records: pl.DataFrame | LoadedRecords,
@@ -54,11 +56,12 @@ def detect_frame(records: pl.DataFrame | LoadedRecords,
     return detect_rows(records, params).events
 
 
-def _blocks(path: str, limits: RecordLimits, on_progress: OnProgress | None) -> Iterator[Block]:
+def _blocks(path: str, limits: RecordLimits, on_progress: OnProgress | None,
+            input_format: str = AUTO) -> Iterator[Block]:
     bytes_before = lines_before = 0
     for name in list_input_files(path):
         done = 0
-        for block in file_blocks(name, limits):
+        for block in file_blocks(name, limits, input_format=input_format):
             done += block.lines
             if on_progress is not None:
                 on_progress(bytes_before + block.done_bytes, lines_before + done)
@@ -83,13 +86,14 @@ def run_polars(config: Config) -> RunSummary:
     outputs = Outputs(config)
     rejects = _Rejects(outputs, config)
     try:
-        for block in _blocks(config.input, limits, progress.update):
+        for block in _blocks(config.input, limits, progress.update, config.input_format):
             frame = block.loaded.frame
             detection = state.detect(frame)
             if detection.events:
                 outputs.events(detection.events)
             rejects.add(block, detection.late_rows)
-            summary.records_read += frame.height + len(block.loaded.dead)
+            summary.records_read += (frame.height + len(block.loaded.dead)
+                                     if block.loaded.lines is None else block.loaded.lines)
             summary.valid += frame.height
             summary.invalid += len(block.loaded.dead)
             summary.add_detector(detection.stats)

@@ -35,6 +35,7 @@ from typing import Any, Final, NamedTuple, Protocol
 import orjson
 import polars as pl
 
+from binloop.core.classify import GIVEN, INFER
 from binloop.core.schema import (
     DEFAULT_LIMITS,
     FAILURE_MODE_MAX_CHARS,
@@ -48,7 +49,9 @@ from binloop.core.schema import (
     ToolInvocation,
     dumps_record,
     raw_text,
+    validate_record,
 )
+from binloop.replay.formats import AUTO, BINLOOP, LineMapper, mapped, mapper, resolve, sniff_file
 from binloop.replay.ingest import parse_item
 from binloop.replay.inputs import STDIN, InputReader, RawItem
 
@@ -97,6 +100,9 @@ class LoadedRecords(NamedTuple):
     frame: pl.DataFrame
     dead: list[DeadLetter]
     blank: int
+    # Non-blank lines read, where a line may hold several records or none (an OTLP
+    # export); None: one record or one reject per line.
+    lines: int | None = None
 
 
 class Block(NamedTuple):
@@ -166,12 +172,15 @@ class Readable(Protocol):
 
 
 def file_blocks(name: str, limits: RecordLimits = DEFAULT_LIMITS,
-                block_bytes: int | None = None) -> Iterator[Block]:
+                block_bytes: int | None = None, input_format: str = AUTO) -> Iterator[Block]:
     """The blocks of one input file (the name as `list_input_files` gives it: it is the
-    dead letters' source); memory holds a few blocks, never the file."""
+    dead letters' source); memory holds a few blocks, never the file. Other input formats
+    than binloop's own go through their mapper and the reference validator."""
     lowered = name.lower()
-    if lowered.endswith((".parquet", ".pq")):
-        yield from _parquet_blocks(name, limits)
+    if input_format == AUTO:
+        input_format = _sniff_stdin() if name == STDIN else sniff_file(name)
+    if lowered.endswith((".parquet", ".pq")) or input_format != BINLOOP:
+        yield from _parquet_blocks(name, limits, input_format)
     elif name == STDIN:
         yield from jsonl_blocks(sys.stdin.buffer, name, limits, block_bytes)
     else:
@@ -290,7 +299,7 @@ def _decoded(line: bytes) -> str | None:
 
 
 def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, source: str,
-               limits: RecordLimits) -> LoadedRecords:
+               limits: RecordLimits, line_mapper: LineMapper | None = None) -> LoadedRecords:
     """The reference parser, item by item: valid records and dead letters with reasons
     (as `binloop.replay.ingest.parse_chunk`)."""
     kept: list[int] = []
@@ -303,8 +312,17 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
             blank += 1
             continue
         try:
-            records.append(parse_item(item, limits))
-            kept.append(row)
+            if line_mapper is not None and isinstance(item, bytes):
+                for fields in mapped(line_mapper, item, source, first_line + row):
+                    try:
+                        records.append(validate_record(fields, limits))
+                        kept.append(row)
+                    except InvalidRecord as exc:
+                        dead.append(DeadLetter(raw_text(item), str(exc), source,
+                                               str(first_line + row)))
+            else:
+                records.append(parse_item(item, limits))
+                kept.append(row)
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
             dead.append(DeadLetter(raw, str(exc), source, str(first_line + row)))
@@ -313,13 +331,24 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
     return LoadedRecords(frame.select("row", *FRAME_SCHEMA), dead, blank)
 
 
-def _parquet_blocks(name: str, limits: RecordLimits) -> Iterator[Block]:
-    """Parquet rows go through the reference validator (rows arrive already decoded)."""
-    reader = InputReader(name, PARQUET_BATCH)
+def _sniff_stdin() -> str:
+    """`auto` on stdin: the first line in what is buffered (nothing is consumed)."""
+    stdin = sys.stdin.buffer
+    head = stdin.peek(1 << 16) if isinstance(stdin, io.BufferedReader) else b""
+    return resolve(AUTO, head.split(b"\n")) or BINLOOP
+
+
+def _parquet_blocks(name: str, limits: RecordLimits,
+                    input_format: str = BINLOOP) -> Iterator[Block]:
+    """Parquet rows go through the reference validator (rows arrive already decoded); so
+    do the lines of other input formats, after their mapper."""
+    line_mapper = mapper(input_format)
+    reader = InputReader(name, PARQUET_BATCH, input_format=input_format)
     for chunk in reader:
         part = _slow_path(chunk.items, range(len(chunk.items)), chunk.first_line, chunk.source,
-                          limits)
-        yield Block(name, LoadedRecords(part.frame.drop("row"), part.dead, part.blank),
+                          limits, line_mapper)
+        lines = len(chunk.items) - part.blank if line_mapper is not None else None
+        yield Block(name, LoadedRecords(part.frame.drop("row"), part.dead, part.blank, lines),
                     len(chunk.items), reader.bytes_done)
 
 
@@ -532,6 +561,12 @@ def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.Laz
         & (pl.col("v_duration_ms").is_null() | pl.col("v_duration_ms").str.contains(_UINT))
         & (pl.col("v_id").is_null() | pl.col("v_id").str.contains(r"^[0-9a-fA-F]{64}$"))
     )
+    if limits.failure_modes != GIVEN:
+        # A record whose failure mode is to be inferred takes the slow path, where the
+        # one classifier of the parse step decides it.
+        inferred = outcome.is_in(sorted(limits.infer_outcomes))
+        valid = valid & ~(inferred if limits.failure_modes == INFER else
+                          inferred & mode.is_null())
     normal_mode = pl.concat_str([code, mode.str.slice(code.str.len_bytes())])
     return lines.filter(valid.fill_null(False)).select(
         "row",
