@@ -12,8 +12,14 @@ from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
 from binloop.core.config import default
+from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.summary import Progress
-from binloop.replay.inputs import InputReader, RawChunk, ReadPosition, input_size
+from binloop.replay.inputs import (
+    InputReader,
+    RawChunk,
+    ReadPosition,
+    input_size,
+)
 
 
 class _FilePartition(StatefulSourcePartition[RawChunk, ReadPosition]):
@@ -44,11 +50,13 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, ReadPosition]):
     """Chunks of raw lines of a file, a directory (files in name order) or stdin (`-`)."""
 
     def __init__(self, path: str, batch_size: int = default("batch_size"),
-                 progress: bool = False, input_format: str = "auto") -> None:
+                 progress: bool = False, input_format: str = "auto",
+                 options: ReadOptions = DEFAULT_READ) -> None:
         self._path = path
         self._input_format = input_format
         self._batch_size = batch_size
         self._progress = progress
+        self._options = options
 
     @override
     def list_parts(self) -> list[str]:
@@ -58,5 +66,6 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, ReadPosition]):
     def build_part(self, step_id: str, for_part: str,
                    resume_state: ReadPosition | None) -> _FilePartition:
         reader = InputReader(self._path, self._batch_size, for_part, resume_state,
-                             self._input_format)
-        return _FilePartition(reader, Progress(input_size(self._path), self._progress))
+                             self._input_format, self._options)
+        size = input_size(self._path, self._options.follow_symlinks)
+        return _FilePartition(reader, Progress(size, self._progress))

@@ -31,6 +31,7 @@ from binloop.ops.metrics import record_counters
 from binloop.ops.shutdown import install_stop_handlers, stop_requested
 from binloop.replay.inputs import RawChunk
 from binloop.replay.jsonl import event_key
+from binloop.replay.outputs import same_configuration
 from flows.detect import add_detector
 from flows.nats_source import NatsSourceSettings, NatsTelemetrySource, SourceItem
 from flows.operators import Seed, ShardInput
@@ -80,7 +81,9 @@ def write_live_events(events: Stream[BINEvent], config: Config) -> None:
     op.output("events_nats", events, NatsEventSink(event_settings(config), stop_requested))
     if config.events_out:
         lines = op.map("encode_events", events, lambda e: (e["event_id"], dumps_event(e)))
-        op.output("events_file", lines, JsonlFileSink(config.events_out, event_key))
+        check = same_configuration(config.events_out, config.detection().describe())
+        op.output("events_file", lines, JsonlFileSink(config.events_out, event_key,
+                                                      mkdirs=config.mkdirs, check_line=check))
 
 
 def build_flow(config: Config, *, source: Source[SourceItem] | None = None,

@@ -16,7 +16,13 @@ numbering from `chunk_seq`, so the dataflow sees exactly the messages that follo
 the snapshot, in the same chunks' order. Without recovery, a partition starts at
 the beginning of the stream (`start = all`) or at its end (`start = new`).
 
-Messages that cannot be records (an unknown batch envelope) are emitted as
+Adopting a stream that holds telemetry stored before its partition transform (the
+backlog, on partition 0): every chunk of the other partitions waits, in the detector's
+shards, for partition 0's chunk that reaches the backlog's last stream sequence
+(`BacklogOrder`), so each key's backlog is applied before its partitioned records
+(docs/live.md).
+
+Messages that cannot be records (an unknown batch envelope, an empty message) are emitted as
 `DeadLetter`s beside the chunks; records that do not parse are dead-lettered by the
 detector. Nothing is acknowledged or redelivered: the position moves past every
 message, poison or not.

@@ -83,6 +83,8 @@ class IngestStats:
     invalid: int = 0
     # The newest ts of the chunk's valid records (event-time lag metric).
     max_ts: int | None = None
+    damaged_files: int = 0
+    ts_converted: int = 0  # records whose ts was taken as seconds (--ts-unit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +139,9 @@ def _split_chunk(chunk: RawChunk, params: DetectionParams, limits: RecordLimits,
                                      parsed.max_ts, chunk.waits_for, chunk.releases))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
-    out.append(IngestStats(len(chunk.items) - parsed.blank, parsed.valid, len(parsed.dead),
-                           parsed.max_ts))
+    out.append(IngestStats(len(chunk.items) - parsed.blank + len(chunk.rejects), parsed.valid,
+                           len(parsed.dead), parsed.max_ts, chunk.damaged_files,
+                           parsed.ts_converted))
     return out
 
 

@@ -226,12 +226,24 @@ class BuildRunner:
                       self.timeouts.resume, records)
 
     def _already_built(self, event: BINEvent) -> BuildResult | None:
+        """The library's answer when it already holds a tool built from this event, or an
+        active (probationary or stable) tool that answers the event's key: an event id
+        depends on the detection configuration (and an id of a library built before it
+        did differs), but a key a gated tool answers is never built again."""
+        key = {"tool": event["tool"], "failure_mode": event["failure_mode"]}
         for entry in self.library.read()["tools"].values():
             for version in mf.all_versions(entry):
                 if version["event_id"] == event["event_id"]:
-                    return BuildResult(
-                        "", event["event_id"], "gated", "already built from this event",
-                        {"name": entry["name"], "version": version["version"],
-                         "status": version["status"], "path": version["path"],
-                         "target": version["target"], "answers": dict(entry["answers"])})
+                    return self._known(event, entry, version, "already built from this event")
+            if dict(entry["answers"]) == key and entry["status"] != "quarantined":
+                return self._known(event, entry, entry, "a gated tool already answers this key")
         return None
+
+    @staticmethod
+    def _known(event: BINEvent, entry: mf.ToolEntry, version: mf.ToolVersion,
+               reason: str) -> BuildResult:
+        return BuildResult(
+            "", event["event_id"], "gated", reason,
+            {"name": entry["name"], "version": version["version"],
+             "status": version["status"], "path": version["path"],
+             "target": version["target"], "answers": dict(entry["answers"])})

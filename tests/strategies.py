@@ -36,10 +36,10 @@ INVALID_LINES: Final = (
 )
 STYLES: Final = ("client", "client", "json.dumps", "unsorted", "no-id")
 WINDOWS: Final = ("session", "global", "sliding:40ms", "sliding:150ms")
-START: Final = 1_000_000
+START: Final = 1_700_000_000_000  # unix ms (a ts below 10^11 would be read as seconds)
 HOUR: Final = 3_600_000
-# Clock skews of a record against the stream: within the 1-day future-skew allowance,
-# and (as seen from a stream of 1970) far behind.
+# Clock skews of a record against the stream: within and beyond a day ahead, a little
+# ahead and a little behind.
 SKEWS: Final = (23 * HOUR, 25 * HOUR, 2 * HOUR, -(HOUR // 2))
 
 

@@ -22,7 +22,7 @@ def test_fires_once_at_theta_then_disarmed() -> None:
     assert event["count"] == 3
     assert event["fired_ts"] == 2000 and event["first_ts"] == 0
     assert [r["ts"] for r in event["evidence"]] == [0, 1000, 2000]
-    assert event["event_id"] == event_id("t", "ARGS.x", 0)
+    assert event["event_id"] == event_id("t", "ARGS.x", 0, params(theta=3).config_digest)
     assert event["config"]["theta"] == 3 and event["window"] == "session"
 
 

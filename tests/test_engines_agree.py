@@ -125,6 +125,8 @@ def test_one_pass_for_every_theta_is_a_run_per_theta(lines: list[bytes],
     """The sweep's one pass (`detect_thetas`) fires what one detector per θ fires."""
     config = Config(**knobs)
     records = valid_records(lines)
-    got = detect_thetas(records_frame(records), config.detection(), (1, 2, 3, 5))
+    thetas = (1, 2, 3, 5)
+    digests = {theta: config.replace(theta=theta).config_digest() for theta in thetas}
+    got = detect_thetas(records_frame(records), config.detection(), thetas, digests)
     for theta, events in got.items():
         assert events == reference_detection(config.replace(theta=theta), records)[0]

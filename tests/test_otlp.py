@@ -431,3 +431,28 @@ def test_the_format_names_are_the_registry() -> None:
     from binloop.replay.formats import FORMATS
 
     assert set(INPUT_FORMATS) == {"auto", *FORMATS}
+
+
+def test_stopping_finishes_what_was_sent_and_refuses_the_rest(
+        receiver: tuple[ReceiverServer, Path]) -> None:
+    server, out = receiver
+    body = proto_request(agent_spans(failures=1)).SerializeToString()
+    sink: JsonlSink = server.receiver.sink  # type: ignore[assignment]
+    first: list[int] = []
+    stopped: list[bool] = []
+    with sink._lock:
+        slow = threading.Thread(target=lambda: first.append(_post(server, body).status))
+        slow.start()
+        while server.receiver._busy == 0:
+            time.sleep(0.01)
+        stopper = threading.Thread(target=lambda: stopped.append(server.receiver.stop(10)))
+        stopper.start()
+        while not server.receiver.stopping:
+            time.sleep(0.01)
+        late = _post(server, body)
+        assert late.status == 503 and late.getheader("Retry-After") == "5"
+        assert not stopped  # still waiting for the first request
+    slow.join(10)
+    stopper.join(10)
+    assert first == [200] and stopped == [True]
+    assert len(_records(out)) == 6

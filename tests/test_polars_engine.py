@@ -8,6 +8,7 @@ import io
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import polars as pl
@@ -19,9 +20,9 @@ import binloop.engines.polars.read as polars_load
 from binloop.core.config import Config
 from binloop.core.detection import DetectionParams, detect
 from binloop.core.schema import (
-    DEFAULT_LIMITS,
     DeadLetter,
     RecordLimits,
+    RecordParser,
     ToolInvocation,
     dumps_record,
     validate_record,
@@ -127,17 +128,23 @@ def test_client_and_json_dumps_lines_take_the_fast_path(
                                            for r in records]
     canonical = [encode(body, style) for body in bodies for style in ("client", "json.dumps")]
     calls = []
-    original = polars_load.parse_item
+    original = polars_load.RecordParser
 
-    def counting(item: object, limits: RecordLimits = DEFAULT_LIMITS) -> ToolInvocation:
-        calls.append(item)
-        return original(item, limits)  # type: ignore[arg-type]
+    class Counting(RecordParser):
+        def parse(self, raw: bytes | str) -> ToolInvocation:
+            calls.append(raw)
+            return super().parse(raw)
 
-    polars_load.parse_item = counting  # type: ignore[assignment]
+        def validate(self, obj: dict[str, Any], encoded_size: int | None = None
+                     ) -> ToolInvocation:
+            calls.append(obj)
+            return super().validate(obj, encoded_size)
+
+    polars_load.RecordParser = Counting  # type: ignore[misc]
     try:
         loaded = load_records(str(_write(tmp_path_factory, canonical)))
     finally:
-        polars_load.parse_item = original
+        polars_load.RecordParser = original  # type: ignore[misc]
     assert loaded.frame.height == len(canonical) and not loaded.dead
     assert calls == []
 
@@ -179,13 +186,14 @@ def test_one_loaded_frame_serves_many_parameter_sets(tmp_path: Path) -> None:
 
 
 def test_cli_polars_engine(tmp_path: Path) -> None:
-    lines = [dumps_record(rec(i, args={"i": i})) for i in range(4)] + [b"{oops"]
+    base = 1_700_000_000_000
+    lines = [dumps_record(rec(base + i, args={"i": i})) for i in range(4)] + [b"{oops"]
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     result = subprocess.run(
         [sys.executable, "-m", "binloop.cli", "detect", "--engine", "polars", "--input",
          str(path), "--theta", "2"], capture_output=True, check=True)
     (event,) = [orjson.loads(line) for line in io.BytesIO(result.stdout)]
-    assert event["count"] == 2 and [r["ts"] for r in event["evidence"]] == [0, 1]
+    assert event["count"] == 2 and [r["ts"] for r in event["evidence"]] == [base, base + 1]
     assert b"records read 5 | valid 4 | invalid 1" in result.stderr
     assert b"not JSON" in result.stderr

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from binloop.core.classify import FAILURE_MODE_SETTINGS, GIVEN_ELSE_INFER
-from binloop.core.detection import DetectionParams
+from binloop.core.classify import FAILURE_MODE_SETTINGS, GIVEN_ELSE_INFER, digest_fields
+from binloop.core.detection import DetectionParams, config_digest
+from binloop.core.errors import InputError
 from binloop.core.input_formats import parse_format
-from binloop.core.schema import OUTCOMES, TAXONOMY, RecordLimits
+from binloop.core.reading import ReadOptions
+from binloop.core.schema import LINE_MAX_BYTES, OUTCOMES, TAXONOMY, TS_UNITS, RecordLimits
 from binloop.core.window import WindowSpec, format_duration_ms, parse_duration_ms
 
 if sys.version_info >= (3, 11):
@@ -160,10 +162,17 @@ def setting(
     show: Callable[[Any], str] = _show,
     metavar: str | None = None,
     flag: bool = True,
+    digest: bool | Callable[[Any], Any] = False,
 ) -> Any:
-    """Declare a setting: a dataclass field carrying how to parse, show and expose it."""
+    """Declare a setting: a dataclass field carrying how to parse, show and expose it.
+
+    `digest`: the setting can change an event, so it is part of the detection
+    configuration digest (and so of every `event_id`). True digests the shown value; a
+    function gives what to digest instead (e.g. the value and the version of the code
+    that interprets it: `digest=lambda mode: [mode, CLASSIFIER_VERSION]`).
+    """
     meta = {"help": help, "groups": groups, "parse": parse, "show": show, "metavar": metavar,
-            "flag": flag}
+            "flag": flag, "digest": digest}
     return field(default=default, metadata=meta)
 
 
@@ -185,45 +194,50 @@ class Config:
     # Detection semantics (see binloop.core.detection).
     theta: int = setting(_DETECTION.theta,
                          "failures of one (tool, failure_mode) that fire a BINEvent",
-                         groups=DETECT, parse=positive_int, metavar="N")
+                         groups=DETECT, parse=positive_int, metavar="N", digest=True)
     window: WindowSpec = setting(_DETECTION.window,
                                  "session | global | sliding:<duration> (event time)",
-                                 groups=DETECT, parse=WindowSpec.parse, metavar="KIND")
+                                 groups=DETECT, parse=WindowSpec.parse, metavar="KIND",
+                                 digest=True)
     count_outcomes: frozenset[str] = setting(_DETECTION.count_outcomes,
                                              "outcomes that count as failures",
-                                             groups=DETECT, parse=parse_outcomes, metavar="LIST")
+                                             groups=DETECT, parse=parse_outcomes, metavar="LIST",
+                                             digest=True)
     mode_level: int | None = setting(_DETECTION.mode_level,
                                      "cut failure_mode to its first N levels (unset: all)",
-                                     groups=DETECT, parse=optional_positive_int, metavar="N")
+                                     groups=DETECT, parse=optional_positive_int, metavar="N",
+                                     digest=True)
     evidence_max: int = setting(_DETECTION.evidence_max,
                                 "records of evidence carried by an event",
-                                groups=DETECT, parse=positive_int, metavar="N")
+                                groups=DETECT, parse=positive_int, metavar="N", digest=True)
     session_gap: int = setting(_DETECTION.session_gap_ms,
                                "a session slice ends this long after its newest ts",
                                groups=DETECT, parse=parse_duration_ms, show=_show_duration,
-                               metavar="DUR")
+                               metavar="DUR", digest=True)
     allowed_lateness: int = setting(_DETECTION.allowed_lateness_ms,
                                     "a counted record more than this behind the newest ts of "
                                     "its own key is counted as beyond_lateness (a data-quality "
                                     "counter; no event depends on it)",
                                     groups=DETECT, parse=non_negative_duration_ms,
-                                    show=_show_duration, metavar="DUR")
+                                    show=_show_duration, metavar="DUR", digest=True)
     dedup_max: int = setting(_DETECTION.dedup_max,
                              "recent record ids remembered per key to drop duplicates",
-                             groups=DETECT, parse=non_negative_int, metavar="N")
+                             groups=DETECT, parse=non_negative_int, metavar="N", digest=True)
     # Record validation.
     args_max_bytes: int = setting(_LIMITS.args_max_bytes,
                                   "args larger than this (JSON bytes) are truncated",
-                                  groups=DETECT, parse=positive_int, metavar="BYTES")
+                                  groups=DETECT, parse=positive_int, metavar="BYTES",
+                                  digest=True)
     max_future_skew: int | None = setting(_LIMITS.max_future_skew_ms,
                                           "reject records whose ts is further in the future "
                                           "('off' to accept any)",
                                           groups=DETECT, parse=optional_duration_ms,
-                                          show=_show_duration, metavar="DUR")
+                                          show=_show_duration, metavar="DUR", digest=True)
     extra_failure_codes: frozenset[str] = setting(frozenset(),
                                                   "level-1 failure codes accepted beside the "
                                                   "paper's taxonomy", groups=DETECT,
-                                                  parse=parse_codes, metavar="LIST")
+                                                  parse=parse_codes, metavar="LIST",
+                                                  digest=True)
     # Unlike the other validation settings, not RecordLimits' default: plain validation
     # (agents' clients, publish, the receiver) keeps modes as given; the job infers.
     failure_modes: str = setting(GIVEN_ELSE_INFER,
@@ -232,7 +246,21 @@ class Config:
                                  "given-else-infer (infer where none is given)",
                                  groups=DETECT,
                                  parse=lambda t: _choice(t.strip().lower(), FAILURE_MODE_SETTINGS),
-                                 metavar="HOW")
+                                 metavar="HOW", digest=digest_fields)
+    ts_unit: str = setting("auto", "unit of ts: ms | s (converted) | auto (a ts below 10^11 is "
+                           "seconds and is converted, counted in the summary)", groups=DETECT,
+                           parse=lambda t: _choice(t.strip().lower(), TS_UNITS), metavar="UNIT",
+                           digest=True)
+    max_line_bytes: int = setting(LINE_MAX_BYTES, "a longer input line is skipped as it is "
+                                  "read and dead-lettered with its first bytes",
+                                  groups=DETECT, parse=positive_int, metavar="BYTES",
+                                  digest=True)
+    follow_symlinks: bool = setting(False, "read symbolic links found in an input directory "
+                                    "(default: skip them)", groups=("detect", "flow"),
+                                    parse=parse_bool)
+    mkdirs: bool = setting(False, "create missing parent directories of output files "
+                           "(default: a missing directory is an error)",
+                           groups=("detect", "flow", "run"), parse=parse_bool)
     # Engines and files.
     engine: str = setting("bytewax", "bytewax | reference | polars", groups=("detect",),
                           parse=lambda t: _choice(t, ("bytewax", "reference", "polars")))
@@ -469,7 +497,23 @@ class Config:
             session_gap_ms=self.session_gap,
             allowed_lateness_ms=self.allowed_lateness,
             dedup_max=self.dedup_max,
+            config_digest=self.config_digest(),
         )
+
+    def digest_settings(self) -> dict[str, Any]:
+        """The settings that can change an event (declared with `digest=`), as digested."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            how = f.metadata["digest"]
+            if how:
+                value = getattr(self, f.name)
+                out[f.name] = f.metadata["show"](value) if how is True else how(value)
+        return out
+
+    def config_digest(self) -> str:
+        """sha256 of the detection configuration: part of every `event_id`, so that a run
+        of another configuration is never taken for this one."""
+        return config_digest(self.digest_settings())
 
     def record_limits(self) -> RecordLimits:
         return RecordLimits(
@@ -478,7 +522,12 @@ class Config:
             taxonomy=TAXONOMY | self.extra_failure_codes,
             failure_modes=self.failure_modes,
             infer_outcomes=self.count_outcomes,
+            ts_unit=self.ts_unit,
         )
+
+    def read_options(self) -> ReadOptions:
+        return ReadOptions(max_line_bytes=self.max_line_bytes,
+                           follow_symlinks=self.follow_symlinks)
 
     def shard_count(self) -> int:
         return self.shards or DEFAULT_SHARDS
@@ -581,9 +630,13 @@ def _parse(f: dataclasses.Field[Any], raw: Any, source: str) -> Any:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not TOML: {exc}") from None
     table = data.get("binloop", data)
     return {key.replace("-", "_"): value for key, value in table.items()}
 

@@ -31,11 +31,14 @@ behind the newest ts of their own key: a data-quality counter that changes no ev
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal
+
+import orjson
 
 from binloop.core.events import BINEvent, event_id
 from binloop.core.schema import SessionId, ToolInvocation
@@ -60,8 +63,15 @@ class DetectionParams:
     session_gap_ms: int = DEFAULT_SESSION_GAP_MS
     allowed_lateness_ms: int = DEFAULT_ALLOWED_LATENESS_MS
     dedup_max: int = 64
+    # The detection configuration digest (`Config.config_digest`, which also covers the
+    # settings of validation); unset: a digest of the fields above.
+    config_digest: str = ""
 
     def __post_init__(self) -> None:
+        if not self.config_digest:
+            own = {f.name: _plain(getattr(self, f.name)) for f in fields(self)
+                   if f.name != "config_digest"}
+            object.__setattr__(self, "config_digest", config_digest(own))
         if self.theta < 1:
             raise ValueError("theta must be >= 1")
         if self.evidence_max < 1:
@@ -89,7 +99,19 @@ class DetectionParams:
             "mode_level": self.mode_level,
             "evidence_max": self.evidence_max,
             "session_gap_ms": self.session_gap_ms,
+            "digest": self.config_digest,
         }
+
+
+def config_digest(settings: dict[str, Any]) -> str:
+    """sha256 (lowercase hex) of settings as canonical JSON."""
+    return hashlib.sha256(orjson.dumps(settings, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, frozenset):
+        return sorted(value)
+    return value if value is None or isinstance(value, (int, str)) else str(value)
 
 
 class _Slice:
@@ -336,7 +358,7 @@ def make_event(params: DetectionParams, key: Key, epoch: int, count: int, first_
     """The BINEvent of `key` firing at record `firing` (every engine builds it here)."""
     tool, mode = key
     return {
-        "event_id": event_id(tool, mode, epoch),
+        "event_id": event_id(tool, mode, epoch, params.config_digest),
         "tool": tool,
         "failure_mode": mode,
         "theta": params.theta,

@@ -25,9 +25,11 @@ class BINEvent(TypedDict):
     config: dict[str, Any]
 
 
-def event_id(tool: str, failure_mode: str, arm_epoch: int) -> str:
-    """Stable idempotency key of the event a key fires in one arming."""
-    return hashlib.sha256(orjson.dumps([tool, failure_mode, arm_epoch])).hexdigest()
+def event_id(tool: str, failure_mode: str, arm_epoch: int, config_digest: str) -> str:
+    """Stable idempotency key of the event a key fires in one arming under one detection
+    configuration: the lowercase hex sha256 of the four."""
+    return hashlib.sha256(orjson.dumps([tool, failure_mode, arm_epoch, config_digest])
+                          ).hexdigest()
 
 
 def dumps_event(event: BINEvent) -> bytes:

@@ -30,6 +30,12 @@ DEFAULT_MAX_FUTURE_SKEW_MS: Final = 24 * 3600 * 1000
 # A record line longer than this is rejected before parsing (a 10 MB payload must not
 # be materialised as a Python object graph).
 LINE_MAX_BYTES: Final = 1 << 20
+# `--ts-unit auto`: a ts below this is in seconds (10^11 ms is March 1973; 10^11 s is
+# the year 5138), so it is converted to milliseconds.
+SECONDS_BELOW: Final = 10**11
+# How much of an input that is not a JSON object a dead letter keeps.
+NON_RECORD_PREFIX: Final = 64
+TS_UNITS: Final = ("auto", "ms", "s")
 
 # Valid failure modes already seen, per taxonomy: {as written: normalised}.
 _VALID_MODES: dict[frozenset[str], dict[str, str]] = {}
@@ -91,6 +97,10 @@ class RecordLimits:
     # given; the job's parse step uses the `failure_modes` setting of binloop.core.config.
     failure_modes: str = GIVEN
     infer_outcomes: frozenset[str] = frozenset({"failure", "timeout"})
+    # `ms`: ts is unix milliseconds; `s`: unix seconds (converted); `auto`: seconds
+    # when below SECONDS_BELOW, else milliseconds. The record's own unit is ms; the job's
+    # setting `ts_unit` defaults to auto.
+    ts_unit: str = "ms"
 
 
 DEFAULT_LIMITS: Final = RecordLimits()
@@ -103,7 +113,11 @@ def record_id(fields: dict[str, Any]) -> str:
 
 
 def raw_text(raw: bytes | str, limit: int = 2048) -> str:
-    """A printable, bounded copy of an input for the dead-letter output."""
+    """A printable, bounded copy of an input for the dead-letter output. An input that
+    is not even a JSON object is not telemetry: only its first bytes are kept (a file of
+    something else must not be copied into the outputs)."""
+    if raw.lstrip()[:1] not in ("{", b"{"):
+        limit = min(limit, NON_RECORD_PREFIX)
     if isinstance(raw, bytes):
         text = raw[: limit * 4].decode("utf-8", errors="backslashreplace")
     else:
@@ -135,14 +149,16 @@ class RecordParser:
     against a fresh clock.
     """
 
-    __slots__ = ("_future", "_infer", "_modes", "_override", "limits")
+    __slots__ = ("_floor", "_future", "_infer", "_modes", "_override", "limits", "ts_converted")
 
     def __init__(self, limits: RecordLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
         self._future = _future_bound(limits.max_future_skew_ms)
+        self._floor = ts_floor(limits.ts_unit)
         self._modes = _mode_cache(limits.taxonomy)
         self._infer = limits.infer_outcomes if limits.failure_modes != GIVEN else frozenset()
         self._override = limits.failure_modes == INFER
+        self.ts_converted = 0  # records whose ts was converted from seconds
 
     def parse(self, raw: bytes | str) -> ToolInvocation:
         size = len(raw)
@@ -154,22 +170,28 @@ class RecordParser:
             raise InvalidRecord(f"not JSON: {exc}") from None
         if not isinstance(obj, dict):
             raise InvalidRecord(f"not a JSON object but {type(obj).__name__}")
-        if size <= self.limits.args_max_bytes and _is_normal(obj, self._future, self._modes):
+        if size <= self.limits.args_max_bytes and _is_normal(obj, self._future, self._modes,
+                                                             self._floor):
             rec: ToolInvocation = obj  # type: ignore[assignment]
         else:
-            rec = _normalise(obj, self.limits, size)
+            rec = self._counted(obj, _normalise(obj, self.limits, size))
         if rec["outcome"] in self._infer and (rec["failure_mode"] is None or self._override):
             return with_inferred_mode(rec)
         return rec
 
     def validate(self, obj: dict[str, Any], encoded_size: int | None = None) -> ToolInvocation:
         if (encoded_size is not None and encoded_size <= self.limits.args_max_bytes
-                and _is_normal(obj, self._future, self._modes)):
+                and _is_normal(obj, self._future, self._modes, self._floor)):
             rec: ToolInvocation = obj  # type: ignore[assignment]
         else:
-            rec = _normalise(obj, self.limits, encoded_size)
+            rec = self._counted(obj, _normalise(obj, self.limits, encoded_size))
         if rec["outcome"] in self._infer and (rec["failure_mode"] is None or self._override):
             return with_inferred_mode(rec)
+        return rec
+
+    def _counted(self, obj: dict[str, Any], rec: ToolInvocation) -> ToolInvocation:
+        if rec["ts"] != obj.get("ts"):
+            self.ts_converted += 1
         return rec
 
 
@@ -187,14 +209,21 @@ def with_inferred_mode(rec: ToolInvocation) -> ToolInvocation:
     return inferred
 
 
+def ts_floor(ts_unit: str) -> float:
+    """The smallest ts that is taken as milliseconds as it is (smaller ones are seconds)."""
+    return {"ms": 0, "auto": SECONDS_BELOW}.get(ts_unit, math.inf)
+
+
 def _already_normal(obj: dict[str, Any], limits: RecordLimits) -> ToolInvocation | None:
     """`obj` itself when it is exactly what `_normalise` would return, else None."""
-    if _is_normal(obj, _future_bound(limits.max_future_skew_ms), _mode_cache(limits.taxonomy)):
+    if _is_normal(obj, _future_bound(limits.max_future_skew_ms), _mode_cache(limits.taxonomy),
+                  ts_floor(limits.ts_unit)):
         return obj  # type: ignore[return-value]
     return None
 
 
-def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str]) -> bool:
+def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str],
+               floor: float = 0) -> bool:
     """Whether `obj` is exactly what `_normalise` would return (so it can be taken as is).
 
     The hot path: telemetry written by our own client is already normal, and checking
@@ -210,7 +239,7 @@ def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str]) -> boo
     duration, agent, error = get("duration_ms"), get("agent_id"), get("error")
     template = get("error_template")
     return bool(
-        type(ts) is int and 0 <= ts <= future
+        type(ts) is int and floor <= ts <= future
         and (type(sid) is int or (type(sid) is str and 0 < len(sid) <= TOOL_MAX_CHARS))
         and type(tool) is str and 0 < len(tool) <= TOOL_MAX_CHARS
         and type(get("args")) is dict and get("outcome") in OUTCOMES
@@ -235,7 +264,7 @@ def _normalise(obj: dict[str, Any], limits: RecordLimits,
     args_bound = limits.args_max_bytes
     rec: ToolInvocation = {
         "session_id": _session_id(obj.get("session_id")),
-        "ts": _timestamp(obj.get("ts"), limits.max_future_skew_ms),
+        "ts": _timestamp(obj.get("ts"), limits.max_future_skew_ms, limits.ts_unit),
         "tool": _tool(obj.get("tool")),
         "args": _args(obj.get("args"), args_bound, encoded_size is not None and
                       encoded_size <= args_bound),
@@ -273,9 +302,13 @@ def _session_id(value: Any) -> SessionId:
     raise InvalidRecord(f"session_id must be an integer or a non-empty string, got {value!r:.80}")
 
 
-def _timestamp(value: Any, max_future_skew_ms: int | None) -> int:
+def _timestamp(value: Any, max_future_skew_ms: int | None, ts_unit: str = "ms") -> int:
     if value is None:
         raise InvalidRecord("missing field ts")
+    if ts_unit != "ms" and type(value) in (int, float) and 0 <= value < ts_floor(ts_unit):
+        if not math.isfinite(value):
+            raise InvalidRecord(f"ts must be a finite number of seconds, got {value!r:.80}")
+        value = round(value * 1000)
     if type(value) is not int or value < 0:
         raise InvalidRecord(f"ts must be unix milliseconds (integer >= 0), got {value!r:.80}")
     if max_future_skew_ms is not None and value > time.time() * 1000 + max_future_skew_ms:

@@ -23,6 +23,10 @@ class RunSummary:
     disarmed: int = 0
     events_fired: int = 0
     beyond_lateness: int = 0
+    # Input files found damaged (each is one dead letter; their good part was read).
+    damaged_files: int = 0
+    # Records whose ts was in seconds and was converted (`--ts-unit`).
+    ts_converted: int = 0
     elapsed_s: float = 0.0
 
     def add(self, other: RunSummary) -> None:
@@ -56,6 +60,9 @@ class RunSummary:
             f"duplicates {self.duplicates:,} | late {self.late:,} | "
             f"events fired {self.events_fired:,} | elapsed {self.elapsed_s:.2f}s | "
             f"{self.records_per_s:,.0f} records/s"
+            + (f" | ts in seconds converted {self.ts_converted:,}" if self.ts_converted else "")
+            + (f" | DAMAGED FILES {self.damaged_files:,} (see the dead letters)"
+               if self.damaged_files else "")
         )
 
 

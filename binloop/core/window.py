@@ -10,6 +10,9 @@ _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
 _UNIT_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 WindowKind = Literal["session", "global", "sliding"]
+# The longest duration a setting takes: 100 years (event-time arithmetic stays far inside
+# 64-bit integers, as the polars engine needs).
+MAX_DURATION_MS: Final = 36_500 * 86_400_000
 
 
 def parse_duration_ms(text: str) -> int:
@@ -25,6 +28,8 @@ def parse_duration_ms(text: str) -> int:
         raise ValueError(f"invalid duration {text!r}: use e.g. 500ms, 90s, 10m, 1h, 2d")
     if total <= 0:
         raise ValueError(f"duration {text!r} must be positive")
+    if total > MAX_DURATION_MS:
+        raise ValueError(f"duration {text!r} is longer than the limit of 36500d (100 years)")
     return total
 
 

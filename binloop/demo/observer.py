@@ -18,6 +18,7 @@ import orjson
 from nats.js.errors import NotFoundError
 
 from binloop.nats.link import NatsLink
+from binloop.nats.subjects import BATCH_HEADER
 
 SUBJECTS = ("telemetry.>", "bin.events.>", "bin.control.>", "bin.registry.updated",
             "bin.builds.>")
@@ -38,11 +39,15 @@ class NatsObserver:
 
     async def _subscribe(self) -> None:
         async def record(msg: Any) -> None:
-            try:
-                payload = orjson.loads(msg.data)
-            except orjson.JSONDecodeError:
-                payload = None
-            self.seen.put(Seen(time.monotonic(), msg.subject, payload))
+            at = time.monotonic()
+            # A batch envelope (the Hanzo bridge sends them) holds one record per line.
+            lines = msg.data.splitlines() if (msg.headers or {}).get(BATCH_HEADER) else [msg.data]
+            for line in lines:
+                try:
+                    payload = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    payload = None
+                self.seen.put(Seen(at, msg.subject, payload))
 
         for subject in SUBJECTS:
             await self.link.nc.subscribe(subject, cb=record)

@@ -169,7 +169,8 @@ class Progress:
         try:
             where = "paused " + TaskState.from_json(checkpoint.get("state")).summary()
         except ValueError:
-            where = "the agent did not answer the pause"
+            where = ("paused (the Hanzo bridge held its calls)" if checkpoint.get("answered")
+                     else "the agent did not answer the pause")
         quiet = at - max(self.last_call_at or 0.0, self.pause_at or 0.0)
         self.timeline.add("control", f"resume session {self._session()} with its checkpoint "
                                      f"({where}); no tool call in the {fmt_ms(quiet * 1000)} "

@@ -27,12 +27,16 @@ def run_reference(config: Config) -> RunSummary:
     detector = Detector(params)
     summary = RunSummary()
     outputs = Outputs(config)
-    progress = Progress(input_size(config.input), config.progress)
-    reader = InputReader(config.input, config.batch_size, input_format=config.input_format)
+    options = config.read_options()
+    progress = Progress(input_size(config.input, options.follow_symlinks), config.progress)
+    reader = InputReader(config.input, config.batch_size, input_format=config.input_format,
+                         options=options)
     try:
         for chunk in reader:
             parsed = parse_chunk(chunk, limits)
-            summary.records_read += len(chunk.items) - parsed.blank
+            summary.records_read += len(chunk.items) - parsed.blank + len(chunk.rejects)
+            summary.damaged_files += chunk.damaged_files
+            summary.ts_converted += parsed.ts_converted
             summary.valid += len(parsed.records)
             summary.invalid += len(parsed.dead)
             outputs.dead(parsed.dead)

@@ -42,7 +42,7 @@ from binloop.core.names import check_tool_name
 from binloop.library import manifest as mf
 
 STATE_DIR: Final = ".state"
-NOT_CONTENT: Final = (STATE_DIR, "audit")
+NOT_CONTENT: Final = (STATE_DIR, "audit", "hanzo-plugins")  # the last one is derived
 BUILD_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,99}")
 
 
@@ -136,6 +136,7 @@ class ToolLibrary:
             mf.add_version(manifest, name, answers, version)
             mf.bump(manifest)
             atomic_write_json(self.manifest_path, manifest)
+            self._changed(manifest)
             return Commit(manifest, previous, final, name, version["version"])
 
     def revert(self, commit: Commit) -> None:
@@ -151,12 +152,14 @@ class ToolLibrary:
                     atomic_write_bytes(self.manifest_path, commit.previous)
                 shutil.rmtree(commit.version_dir, ignore_errors=True)
                 _remove_empty(commit.version_dir.parent, self.tools_dir)
+                self._changed(self.read())
                 return
             entry = current["tools"].get(commit.name)
             if entry is not None and entry["version"] == commit.version:
                 mf.set_status(entry, "quarantined", "reverted: a later build stage failed")
                 mf.bump(current)
                 atomic_write_json(self.manifest_path, current)
+                self._changed(current)
 
     def update(self, change: Callable[[mf.Manifest], bool]) -> mf.Manifest | None:
         """Apply `change` under the lock; writes (and bumps the version) when it returns True."""
@@ -166,6 +169,7 @@ class ToolLibrary:
                 return None
             mf.bump(manifest)
             atomic_write_json(self.manifest_path, manifest)
+            self._changed(manifest)
             return manifest
 
     def set_status(self, name: str, status: mf.Status, reason: str) -> mf.Manifest | None:
@@ -178,6 +182,12 @@ class ToolLibrary:
             mf.rollback(_entry_of(manifest, name), to_version)
             return True
         return self.update(change)
+
+    def _changed(self, manifest: mf.Manifest) -> None:
+        """After a manifest write (under the lock): derived views follow it."""
+        from binloop.library.hanzo_load_path import sync_if_present
+
+        sync_if_present(self.root, manifest)
 
     def recover(self) -> list[str]:
         """Remove what crashed builds left behind; returns the removed paths."""

@@ -29,16 +29,18 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import DEFAULT_PREFIX
 
+from binloop.core.config import default
 from binloop.nats.jetstream import close_quietly, connect
 
 T = TypeVar("T")
 log = logging.getLogger("binloop.nats")
+CONNECT_TIMEOUT_S: float = default("connect_timeout") / 1000
 
 
 class NatsLink:
     """A connection to `url` on an event loop in its own thread (see the module docstring)."""
 
-    def __init__(self, url: str, name: str, connect_timeout_s: float = 30.0,
+    def __init__(self, url: str, name: str, connect_timeout_s: float = CONNECT_TIMEOUT_S,
                  api_prefix: str = DEFAULT_PREFIX) -> None:
         self.url, self.name, self.api_prefix = url, name, api_prefix
         self._loop = asyncio.new_event_loop()
@@ -120,7 +122,8 @@ _shared: dict[str, NatsLink] = {}
 _shared_lock = threading.Lock()
 
 
-def acquire_link(url: str, name: str, connect_timeout_s: float = 30.0) -> NatsLink:
+def acquire_link(url: str, name: str,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> NatsLink:
     """This process's shared link to `url` (connecting on first use, named by the
     first user); give it back with :func:`release_link`."""
     with _shared_lock:

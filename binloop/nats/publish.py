@@ -27,6 +27,7 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from nats.js.errors import APIError, NoStreamResponseError
 
+from binloop.core.config import default
 from binloop.core.schema import InvalidRecord, parse_record
 from binloop.nats.subjects import BATCH_HEADER, BATCH_JSONL, MSG_ID_HEADER, telemetry_subject
 
@@ -115,7 +116,7 @@ class PublishStats:
     retries: int = 0
 
 
-DEFAULT_DEADLINE_S = 60.0
+DEFAULT_DEADLINE_S: float = default("publish_deadline") / 1000
 
 
 class NotStored(RuntimeError):
@@ -279,10 +280,18 @@ async def publish_messages(js: JetStreamContext, items: Iterable[Message],
     return stats
 
 
-def read_lines(path: str) -> Iterator[bytes]:
-    """Lines of a JSONL (or JSONL.gz) file, without line ends."""
+def read_lines(path: str, damaged: list[str] | None = None) -> Iterator[bytes]:
+    """Lines of a JSONL (or JSONL.gz) file, without line ends. What the reader refuses
+    (an oversized line, a damaged file's rest) is not published: each is a dead letter on
+    stderr, and a damaged file's name is added to `damaged`."""
+    import sys
+
     from binloop.replay.inputs import InputReader
 
     for chunk in InputReader(path, 4096):
+        for letter in chunk.rejects:
+            sys.stderr.write("dead-letter: " + orjson.dumps(letter.to_json()).decode() + "\n")
+            if letter.reason.startswith("damaged file") and damaged is not None:
+                damaged.append(letter.source)
         for item in chunk.items:
             yield item if isinstance(item, bytes) else orjson.dumps(item)

@@ -115,10 +115,35 @@ class OtlpReceiver:
         self.stats = ReceiverStats()
         self._inflight = 0
         self._inflight_lock = threading.Lock()
+        self._busy = 0  # requests being answered
+        self._idle = threading.Condition(self._inflight_lock)
+        self.stopping = False
 
     def export(self, body: bytes, content_type: str, encoding: str,
                authorization: str | None) -> ExportTraceServiceResponse:
         """The answer to one `POST /v1/traces` (raises :class:`Rejected`)."""
+        with self._inflight_lock:
+            if self.stopping:
+                self.stats.add(unavailable=1)
+                raise Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "the receiver is stopping",
+                               _GRPC_UNAVAILABLE, 5)
+            self._busy += 1
+        try:
+            return self._export(body, content_type, encoding, authorization)
+        finally:
+            with self._inflight_lock:
+                self._busy -= 1
+                self._idle.notify_all()
+
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """Refuse new requests (503) and wait for those being answered; True if none is
+        left (the sink may then be closed without failing an export midway)."""
+        with self._inflight_lock:
+            self.stopping = True
+            return self._idle.wait_for(lambda: self._busy == 0, timeout_s)
+
+    def _export(self, body: bytes, content_type: str, encoding: str,
+                authorization: str | None) -> ExportTraceServiceResponse:
         self._authorize(authorization)
         raw = self._decompress(body, encoding)
         try:

@@ -30,6 +30,7 @@ class ParsedChunk:
     records: list[ToolInvocation]
     dead: list[DeadLetter]
     blank: int
+    ts_converted: int = 0
 
 
 def parse_item(item: RawItem, limits: RecordLimits = DEFAULT_LIMITS) -> ToolInvocation:
@@ -41,27 +42,24 @@ def parse_item(item: RawItem, limits: RecordLimits = DEFAULT_LIMITS) -> ToolInvo
 
 def parse_chunk(chunk: RawChunk, limits: RecordLimits = DEFAULT_LIMITS) -> ParsedChunk:
     records: list[ToolInvocation] = []
-    dead: list[DeadLetter] = []
+    dead: list[DeadLetter] = list(chunk.rejects)  # the reader's own rejects come first
     blank = 0
+    parser = RecordParser(limits)
     line_mapper = mapper(chunk.input_format)
     for index, item in enumerate(chunk.items):
         if not item:
             blank += 1
             continue
+        if line_mapper is not None and isinstance(item, bytes):
+            records += _mapped_line(line_mapper, parser.validate, item, chunk, index, dead)
+            continue
         try:
-            if line_mapper is not None and isinstance(item, bytes):
-                for fields in mapped(line_mapper, item, chunk.source, chunk.first_line + index):
-                    try:
-                        records.append(validate_record(fields, limits))
-                    except InvalidRecord as exc:
-                        dead.append(DeadLetter(raw_text(item), str(exc), chunk.source,
-                                               str(chunk.first_line + index)))
-                continue
-            records.append(parse_item(item, limits))
+            records.append(parser.validate(item) if isinstance(item, dict)
+                           else parser.parse(item))
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
             dead.append(DeadLetter(raw, str(exc), chunk.source, str(chunk.first_line + index)))
-    return ParsedChunk(records, dead, blank)
+    return ParsedChunk(records, dead, blank, parser.ts_converted)
 
 
 @dataclass(slots=True)
@@ -74,6 +72,7 @@ class CountedChunk:
     valid: int
     blank: int
     max_ts: int | None
+    ts_converted: int = 0
 
 
 def parse_counted(chunk: RawChunk, count_outcomes: frozenset[str],
@@ -84,7 +83,7 @@ def parse_counted(chunk: RawChunk, count_outcomes: frozenset[str],
     parser = RecordParser(limits)
     parse, validate = parser.parse, parser.validate
     counted: list[ToolInvocation] = []
-    dead: list[DeadLetter] = []
+    dead: list[DeadLetter] = list(chunk.rejects)  # the reader's own rejects come first
     valid = blank = 0
     max_ts = -1
     line_mapper = mapper(chunk.input_format)
@@ -111,7 +110,8 @@ def parse_counted(chunk: RawChunk, count_outcomes: frozenset[str],
             max_ts = rec["ts"]
         if rec["failure_mode"] is not None and rec["outcome"] in count_outcomes:
             counted.append(rec)
-    return CountedChunk(counted, dead, valid, blank, max_ts if valid else None)
+    return CountedChunk(counted, dead, valid, blank, max_ts if valid else None,
+                        parser.ts_converted)
 
 
 def _mapped_line(line_mapper: LineMapper, validate: Callable[[dict[str, Any]], ToolInvocation],

@@ -1,26 +1,36 @@
 """Append-only JSONL files, crash-safe and idempotent on a key (no Bytewax here).
 
-On open, with `key_of`, the file's complete lines are streamed back (a block at a time,
-never the whole file) and the key of each is remembered as a 16-byte digest, so a
+On open, the file's complete lines are streamed back (a block at a time, never the
+whole file): `check_line` sees each and may refuse it (raise), e.g. an event of another
+configuration; with `key_of`, the key of each is remembered as a 16-byte digest, so a
 replay or a restart appends nothing twice while memory grows with the number of keys,
 not with the size of the file. A line longer than `INDEX_LINE_MAX_BYTES` is skipped
-unread (no line we write is that long; its key is not remembered). Without `key_of`
-nothing is read but the tail. A torn last line (a crash in the middle of a write) is
-cut off. `resume_offset` first truncates the file to a snapshot's offset (Bytewax
-recovery).
+unread (no line we write is that long; it is neither checked nor its key remembered).
+Without `key_of` and `check_line` nothing is read but the tail. A torn last line (a crash
+in the middle of a write) is cut off. `resume_offset` first truncates the file to a
+snapshot's offset (Bytewax recovery).
+
+A character device or a pipe (`/dev/null`, `/dev/stdout`, a FIFO) is a plain stream:
+nothing is read back, truncated or fsynced. Errors are one-line
+:class:`~binloop.core.errors.OutputError` (cannot open: exit 73) and
+:class:`~binloop.core.errors.OutputWriteError` (writing failed: exit 74).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Final
 
 import orjson
 
+from binloop.core.errors import OutputError, OutputWriteError
+
 KeyOf = Callable[[bytes], str | None]
+CheckLine = Callable[[bytes], None]
 
 READ_BLOCK_BYTES: Final = 1 << 20
 INDEX_LINE_MAX_BYTES: Final = 16 << 20
@@ -104,48 +114,136 @@ def event_key(line: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def is_stream(path: str | Path) -> bool:
+    """Whether `path` is a character device or a pipe (written as a plain stream)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def check_output_path(path: str | Path, mkdirs: bool = False) -> None:
+    """Raise :class:`OutputError` unless `path` can be opened for appending (its parent
+    directory is created with `mkdirs`)."""
+    target = Path(path)
+    if is_stream(target):
+        return
+    if target.is_dir():
+        raise OutputError(f"output {path} is a directory")
+    parent = target.parent
+    if not parent.exists():
+        if not mkdirs:
+            raise OutputError(f"output directory {parent} does not exist (create it, or pass "
+                              "--mkdirs)")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot create directory {parent}: {_why(exc)}") from None
+    elif not parent.is_dir():
+        raise OutputError(f"output {path}: {parent} is not a directory")
+    if target.exists() and not target.is_file():
+        raise OutputError(f"output {path} is not a regular file, a device or a pipe")
+    try:
+        # Opening for appending changes nothing in the file (and root passes os.access
+        # checks that the kernel then refuses, e.g. /proc/version).
+        with open(target, "ab"):
+            pass
+    except OSError as exc:
+        raise OutputError(f"cannot open {path} for writing: {_why(exc)}") from None
+
+
+def ensure_output_dir(path: str | Path) -> Path:
+    """An output directory (created with its parents when missing: a command whose
+    `--out` is a directory makes it); raises :class:`OutputError`."""
+    target = Path(path)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise OutputError(f"output {path} exists and is not a directory") from None
+    except OSError as exc:
+        raise OutputError(f"cannot create directory {path}: {_why(exc)}") from None
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write into directory {path}: permission denied")
+    return target
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 class JsonlFileWriter:
     """Appends lines to a file; with `key_of`, a line whose key is already there is skipped."""
 
     def __init__(self, path: str | Path, key_of: KeyOf | None = None,
-                 resume_offset: int | None = None) -> None:
+                 resume_offset: int | None = None, *, mkdirs: bool = True,
+                 check_line: CheckLine | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._key_of = key_of
         self.keys = KeyIndex()
-        self._file = open(self.path, "a+b")  # noqa: SIM115 - closed by close()
-        self._recover(resume_offset)
+        self._stream = is_stream(self.path)
+        self._written = 0
+        self._failed = False
+        check_output_path(self.path, mkdirs)
+        try:
+            # A device or pipe is opened write-only: /dev/full and a FIFO cannot be read.
+            self._file = open(self.path, "ab" if self._stream else "a+b")  # noqa: SIM115
+        except OSError as exc:
+            raise OutputError(f"cannot open {path} for writing: {_why(exc)}") from None
+        if not self._stream:
+            try:
+                self._recover(resume_offset, check_line)
+            except BaseException:
+                self._file.close()
+                raise
 
-    def _recover(self, resume_offset: int | None) -> None:
-        size = self._file.seek(0, os.SEEK_END)
-        end = complete_end(self._file, size if resume_offset is None else
-                           min(resume_offset, size))
+    def _recover(self, resume_offset: int | None, check_line: CheckLine | None) -> None:
+        try:
+            size = self._file.seek(0, os.SEEK_END)
+            end = complete_end(self._file, size if resume_offset is None else
+                               min(resume_offset, size))
+            if self._key_of is not None or check_line is not None:
+                # Checked before the file is cut: a refused file is left as it was.
+                for line in stream_lines(self._file, end):
+                    if check_line is not None:
+                        check_line(line)
+                    if line and self._key_of is not None and (
+                            key := self._key_of(line)) is not None:
+                        self.keys.add(key)
+        except OSError as exc:
+            raise OutputError(f"cannot read back {self.path}: {_why(exc)}") from None
         if end != size:
             self._file.truncate(end)
-        if self._key_of is not None:
-            for line in stream_lines(self._file, end):
-                if line and (key := self._key_of(line)) is not None:
-                    self.keys.add(key)
         self._file.seek(end)
 
     def write(self, lines: Iterable[bytes]) -> int:
         """Append lines (without newlines); returns how many were new."""
         written = 0
-        for line in lines:
-            if self._key_of is not None:
-                key = self._key_of(line)
-                if key is not None:
-                    if key in self.keys:
-                        continue
-                    self.keys.add(key)
-            self._file.write(line + b"\n")
-            written += 1
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        try:
+            for line in lines:
+                if self._key_of is not None:
+                    key = self._key_of(line)
+                    if key is not None:
+                        if key in self.keys:
+                            continue
+                        self.keys.add(key)
+                self._file.write(line + b"\n")
+                self._written += len(line) + 1
+                written += 1
+            self._file.flush()
+            if not self._stream:
+                os.fsync(self._file.fileno())
+        except OSError as exc:
+            self._failed = True
+            raise OutputWriteError(f"writing {self.path} failed: {_why(exc)}") from None
         return written
 
     def offset(self) -> int:
-        return self._file.tell()
+        return self._written if self._stream else self._file.tell()
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError as exc:
+            if not self._failed:  # else already reported; closing is best effort
+                raise OutputWriteError(f"writing {self.path} failed: {_why(exc)}") from None

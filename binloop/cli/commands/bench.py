@@ -8,7 +8,9 @@ that other commands start fast). To add a benchmark (e.g. `bench nats`), write
 
 from __future__ import annotations
 
+import argparse
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 BENCHES = (
@@ -32,3 +34,17 @@ def register_benches(parser: Any) -> None:
     benches = parser.add_subparsers(dest="bench", required=True, metavar="BENCH")
     for name in BENCHES:
         importlib.import_module(name).register_bench(benches)
+    for bench in benches.choices.values():
+        bench.set_defaults(func=_with_out_dir(bench.get_default("func")))
+
+
+def _with_out_dir(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """The bench, after its `--out` directory is made (a one-line error, exit 73, before
+    any work when it cannot be)."""
+    def checked(args: argparse.Namespace) -> int:
+        from binloop.replay.jsonl import ensure_output_dir
+
+        if getattr(args, "out", None) is not None:
+            ensure_output_dir(args.out)
+        return run(args)
+    return checked

@@ -14,6 +14,8 @@ from typing import Any
 import orjson
 
 from binloop.core.config import add_arguments, load_config
+from binloop.core.display import shown
+from binloop.core.errors import DataError, InputError, UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -21,7 +23,8 @@ def register(subparsers: Any) -> None:
         "build", help="design, build, check, test and gate a tool for one BINEvent",
         description="Run the BIN build pipeline (pause, design, build, check, test, gate, "
                     "reload, resume) for one BINEvent. Exit 0: tool gated; 2: clean "
-                    "rollback; 1: internal error.")
+                    "rollback; 1: the build failed inside the runner; 64 usage, 65 an "
+                    "invalid event, 66 no event file (docs/robustness.md).")
     parser.add_argument("--event", required=True, metavar="FILE",
                         help="a BINEvent as JSON, or JSONL of events (see --event-id)")
     parser.add_argument("--event-id", metavar="PREFIX",
@@ -53,14 +56,26 @@ def run(args: argparse.Namespace) -> int:
     from pipeline_runner.event_input import InvalidEvent
     from pipeline_runner.factory import make_runner
 
+    config = load_config(args)
+    if config.library:
+        from binloop.replay.jsonl import ensure_output_dir
+
+        ensure_output_dir(config.library)
+    path = Path(args.event)
+    if not path.is_file():
+        raise InputError(f"event file {path} does not exist" if not path.exists()
+                         else f"event file {path} is not a regular file")
     try:
-        config = load_config(args)
-        event = select_event(Path(args.event), args.event_id)
+        event = select_event(path, args.event_id)
+    except InvalidEvent as exc:
+        raise DataError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
         runner = make_runner(config)
-        result = runner.build(event)
-    except (InvalidEvent, OSError, ValueError, ImportError, TypeError) as exc:
-        print(f"binloop build: error: {exc}", file=sys.stderr)
-        return 1
+    except (ImportError, AttributeError, TypeError) as exc:
+        raise UsageError(f"cannot make the build runner: {exc}") from None
+    result = runner.build(event)
     if args.json:
         print(orjson.dumps(result.summary(), option=orjson.OPT_INDENT_2).decode())
     else:
@@ -68,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             note = f"  {stage.reason.splitlines()[0][:160]}" if stage.reason else ""
             print(f"{stage.stage:<8} {stage.outcome:<8} {stage.duration_ms:>10.1f} ms{note}")
         if result.tool:
-            print(f"gated {result.tool['name']} v{result.tool['version']} "
+            print(f"gated {shown(result.tool['name'])} v{result.tool['version']} "
                   f"({result.tool['status']}) -> {result.tool['path']}")
     if result.outcome != "gated":
         print(f"binloop build: {result.outcome.replace('_', ' ')}: {result.reason}",

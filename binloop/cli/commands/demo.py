@@ -17,16 +17,21 @@ def register(subparsers: Any) -> None:
                     "use the tool and see it promoted to stable. Prints the timeline; leaves "
                     "the library, audit log, telemetry, events and logs in the work directory. "
                     "Exit 0 when the loop closed, 1 when it did not (the reason is printed), "
-                    "2 on bad options, 130 when interrupted.")
+                    "64 on bad options (docs/robustness.md), 130 when interrupted.")
     parser.add_argument("--workdir", type=Path, default=None, metavar="DIR",
                         help="new or empty directory for everything the demo writes "
                              "(default: ./binloop-demo-<time>)")
     parser.add_argument("--target", choices=("python", "typescript"), default="python",
                         help="the generated tool: a Python module or a Hanzo bot plugin in "
                              "TypeScript (default: python)")
-    parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+    parser.add_argument("--agent", choices=("python", "hanzo"), default="python",
+                        help="the agent: binloop's Python reference agent, or the same job "
+                             "inside a Hanzo bot's plugin runtime (its loader and hook "
+                             "runner) with binloop's bridge plugin (docs/hanzo.md)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="give up when the loop has not closed after this long "
-                             "(default: 300, the paper's budget)")
+                             "(default: 300, the paper's budget; 1200 with --agent hanzo, "
+                             "whose bot runtime takes minutes to start)")
     parser.add_argument("--latency", type=float, default=0.1, metavar="SECONDS",
                         help="how long each mock airline call of the agent takes "
                              "(default: 0.1)")
@@ -38,7 +43,14 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from binloop.demo.run import DemoOptions, run_demo
 
+    if args.timeout is None:
+        args.timeout = 1200.0 if args.agent == "hanzo" else 300.0
     if args.timeout <= 0 or args.latency < 0:
         raise ValueError("--timeout must be > 0 and --latency >= 0")
+    if args.workdir is not None:
+        from binloop.replay.jsonl import ensure_output_dir
+
+        ensure_output_dir(args.workdir)
     return run_demo(DemoOptions(args.workdir, args.target, args.timeout,
-                                latency_s=args.latency, verbose=args.verbose))
+                                latency_s=args.latency, verbose=args.verbose,
+                                agent=args.agent))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from binloop.core.config import Config, add_arguments, load_config
+from binloop.core.errors import EX_DATAERR
 
 
 def register(subparsers: Any) -> None:
@@ -27,14 +28,16 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--input is required (a file, a directory, or - for stdin)")
     summary = detect(config)
     print(summary.render(), file=sys.stderr)
-    return 0
+    return EX_DATAERR if summary.damaged_files else 0
 
 
 def detect(config: Config) -> Any:
     """Run the configured engine on `config.input`; returns its RunSummary."""
     from binloop.replay.inputs import list_input_files
+    from binloop.replay.outputs import check_outputs
 
-    list_input_files(config.input or "")  # fail early and clearly on a bad path
+    list_input_files(config.input or "", config.follow_symlinks)  # fail early and clearly
+    check_outputs(config)
     if config.engine == "reference":
         from binloop.engines.reference import run_reference
 
@@ -58,8 +61,15 @@ def run_bytewax(config: Config) -> Any:
             from bytewax.run import cli_main
 
             from flows.detect import build_flow
+            from sinks.jsonl_file import DEFERRED_ERRORS
 
-            cli_main(build_flow(config), workers_per_process=config.workers)
+            DEFERRED_ERRORS.clear()
+            try:
+                cli_main(build_flow(config), workers_per_process=config.workers)
+            except Exception as exc:
+                raise unwrap_flow_error(exc) from None
+            if DEFERRED_ERRORS:
+                raise DEFERRED_ERRORS[0]
         else:
             code = run_cluster("flows.detect:flow", config.processes, config.workers,
                                config.to_env())
@@ -68,6 +78,19 @@ def run_bytewax(config: Config) -> Any:
         summary = read_summary(summary_path)
         summary.elapsed_s = time.perf_counter() - started
         return summary
+
+
+def unwrap_flow_error(exc: BaseException) -> BaseException:
+    """The error of ours that a Bytewax run failed with (Bytewax wraps it, with a Rust
+    and a Python traceback in its message), else `exc` itself."""
+    from binloop.core.errors import CommandError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, CommandError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return exc
 
 
 def read_summary(path: Path) -> Any:

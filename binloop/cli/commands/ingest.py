@@ -85,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
+        # Requests being answered finish (their records stored) before the sink closes;
+        # new ones on kept-alive connections get 503 and are retried elsewhere or later.
+        server.receiver.stop()
         server.server_close()
         sink.close()
         counters = server.receiver.stats.to_json()
@@ -108,10 +111,14 @@ def _sink(args: argparse.Namespace, config: Any) -> Any:
     from binloop.receiver.sinks import JsonlSink, NatsSink, NatsTarget
 
     if args.out:
+        from binloop.core.errors import OutputError
+        from binloop.replay.jsonl import check_output_path
+
+        check_output_path(args.out)
         try:
             return JsonlSink(args.out, fsync=not args.no_fsync)
         except OSError as exc:
-            raise ValueError(f"cannot open --out {args.out}: {exc}") from None
+            raise OutputError(f"cannot open --out {args.out}: {exc}") from None
     from binloop.nats.jetstream import connect, ensure_telemetry_stream
     from flows.live import source_settings
 

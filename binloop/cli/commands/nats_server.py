@@ -26,7 +26,10 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from binloop.nats.server import NatsServer
+    from binloop.replay.jsonl import ensure_output_dir
 
+    if args.store_dir is not None:
+        ensure_output_dir(args.store_dir)
     server = NatsServer(args.port, args.store_dir, args.host, args.max_payload)
     stop = threading.Event()
 

@@ -36,20 +36,34 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
+    from binloop.replay.inputs import list_input_files
+
+    list_input_files(args.file)  # a missing file is a one-line error before connecting
+    damaged: list[str] = []
     try:
-        stats = publish_file(config, args.file, args.rate, args.batch)
-    except (NotStored, ConnectionError) as exc:
+        stats = publish_file(config, args.file, args.rate, args.batch, damaged)
+    except NotStored as exc:
         report_error("publish", exc)
         return NOT_STORED_EXIT
+    except ConnectionError as exc:
+        from binloop.core.errors import ServiceUnavailable
+
+        raise ServiceUnavailable(str(exc)) from None
     rate = stats.records / stats.elapsed_s if stats.elapsed_s else 0.0
     print(f"published {stats.records:,} records in {stats.messages:,} messages "
           f"({stats.duplicates:,} already stored, {stats.retries:,} sent again) in "
           f"{stats.elapsed_s:.2f}s, "
           f"{rate:,.0f} records/s", file=sys.stderr)
+    if damaged:
+        from binloop.core.errors import DataError
+
+        raise DataError(f"damaged input {', '.join(damaged)}: the records before the damage "
+                        "were published (see the dead letter)")
     return 0
 
 
-def publish_file(config: Config, path: str, rate: float | None, batch: int) -> Any:
+def publish_file(config: Config, path: str, rate: float | None, batch: int,
+                 damaged: list[str] | None = None) -> Any:
     from binloop.nats.jetstream import ensure_telemetry_stream
     from binloop.nats.link import NatsLink
     from binloop.nats.publish import messages, publish_messages, read_lines
@@ -60,7 +74,7 @@ def publish_file(config: Config, path: str, rate: float | None, batch: int) -> A
     async def publish(link: NatsLink) -> Any:
         js = link.nc.jetstream(timeout=10.0)
         await ensure_telemetry_stream(js, settings.stream, config.manage_stream)
-        return await publish_messages(js, messages(read_lines(path), batch,
+        return await publish_messages(js, messages(read_lines(path, damaged), batch,
                                                    config.subject_prefix), rate,
                                       deadline_s=config.publish_deadline / 1000)
 

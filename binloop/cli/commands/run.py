@@ -13,6 +13,7 @@ from types import FrameType
 from typing import Any
 
 from binloop.core.config import Config, add_arguments, load_config
+from binloop.core.errors import ServiceUnavailable, UsageError
 
 NEEDS_LIBRARY = ("--library DIR is required to build tools for the events (or run the "
                  "detector alone with --no-build)")
@@ -35,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(NEEDS_LIBRARY)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
+    from binloop.replay.outputs import check_outputs
+
+    check_outputs(config, config.events_out)
     summary = run_live(config)
     report_summary(summary)
     return 0
@@ -124,8 +128,10 @@ def preflight(config: Config) -> int:
         with NatsLink(settings.url, "binloop-preflight", settings.connect_timeout_s) as link:
             return link.run(ensure_telemetry_stream(link.js, settings.stream,
                                                     settings.manage_stream))
-    except (ConnectionError, StreamSetupError, TimeoutError) as exc:
-        raise ValueError(str(exc)) from None
+    except (ConnectionError, TimeoutError) as exc:
+        raise ServiceUnavailable(str(exc)) from None
+    except StreamSetupError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _run_in_process(config: Config, process_id: int | None = None,

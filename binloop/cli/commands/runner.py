@@ -34,6 +34,10 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     if not config.nats:
         raise ValueError("--nats URL is required")
+    if config.library:
+        from binloop.replay.jsonl import ensure_output_dir
+
+        ensure_output_dir(config.library)
     configure_logging(config)
     stop = threading.Event()
 

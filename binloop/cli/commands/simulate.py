@@ -87,9 +87,11 @@ def _parse(name: str, raw: str, default: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from binloop.replay.jsonl import check_output_path
     from binloop.sim.simulate import truth_path, write_simulation
 
     params = params_from_args(args)
+    check_output_path(args.out, mkdirs=True)
     started = time.perf_counter()
     truth = write_simulation(params, args.out)
     elapsed = time.perf_counter() - started

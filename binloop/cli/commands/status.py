@@ -8,6 +8,8 @@ import time
 from typing import Any
 
 from binloop.core.config import add_arguments, load_config
+from binloop.core.display import shown
+from binloop.core.errors import ServiceUnavailable
 
 STATUS_SETTINGS = ("nats", "connect_timeout", "stream", "subject_prefix", "events_stream",
                    "library")
@@ -43,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = gather(query)
     except ConnectionError as exc:
-        raise ValueError(str(exc)) from None
+        raise ServiceUnavailable(str(exc)) from None
     if config.library:
         report["library"] = library_status(config.library)
     if args.json:
@@ -98,7 +100,8 @@ def _events(stream: dict[str, Any]) -> list[str]:
     lines = [f"events stream {stream['name']}: {stream['messages']:,} events"]
     for e in stream.get("last") or []:
         fired = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime((e["fired_ts"] or 0) / 1000))
-        lines.append(f"  {fired}Z {e['tool']} {e['failure_mode']} session {e['session_id']} "
+        lines.append(f"  {fired}Z {shown(e['tool'])} {shown(e['failure_mode'])} session "
+                     f"{shown(e['session_id'])} "
                      f"count {e['count']} ({str(e['event_id'])[:12]})")
     return lines
 
@@ -149,7 +152,8 @@ def _library(lib: dict[str, Any]) -> list[str]:
     counts = ", ".join(f"{n} {status}" for status, n in lib["by_status"].items())
     lines = [f"{head}: manifest version {lib['version']}, {len(lib['tools'])} tools: {counts}"]
     for t in lib["tools"]:
-        lines.append(f"  {t['name']} v{t['version']} {t['status']} ({t['target']}) answers "
-                     f"{t['answers']['tool']} {t['answers']['failure_mode']}; uses "
+        lines.append(f"  {shown(t['name'])} v{t['version']} {t['status']} ({t['target']}) "
+                     f"answers {shown(t['answers']['tool'])} "
+                     f"{shown(t['answers']['failure_mode'])}; uses "
                      f"{t['uses']['ok']} ok, {t['uses']['failed']} failed")
     return lines

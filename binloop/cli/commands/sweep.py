@@ -103,8 +103,12 @@ def run(args: argparse.Namespace) -> int:
     windows = (config.window,) if args.window is not None else _windows(args.windows)
     requested = TruthSpec.parse(args.truth)
     plan = SweepPlan(thetas, windows, config.detection())
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from binloop.replay.inputs import list_input_files
+    from binloop.replay.jsonl import ensure_output_dir
+
+    if args.input:
+        list_input_files(args.input, config.follow_symlinks)  # fail before any work
+    out_dir = ensure_output_dir(args.out)
     started = time.perf_counter()
     summaries, metas = [], []
     with tempfile.TemporaryDirectory(prefix="binloop-sweep-") as tmp:

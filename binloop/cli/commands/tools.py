@@ -6,17 +6,20 @@
     binloop tools quarantine NAME  --library DIR [--reason TEXT]
     binloop tools rollback NAME    --library DIR [--to VERSION]
     binloop tools apply --telemetry FILE --library DIR   (count uses, promote/quarantine)
+    binloop tools hanzo-plugins    --library DIR   (the Hanzo bot load path: docs/hanzo.md)
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from binloop.core.config import add_arguments, load_config
+from binloop.core.display import shown
+from binloop.core.errors import InputError, UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -29,9 +32,12 @@ def register(subparsers: Any) -> None:
                               ("quarantine", "quarantine a tool by hand"),
                               ("rollback", "make an earlier version of a tool the active one"),
                               ("apply", "count the uses in a telemetry file (promotions, "
-                                        "quarantines)")):
+                                        "quarantines)"),
+                              ("hanzo-plugins", "write the library's Hanzo bot load path (a "
+                                                "proxy plugin per active tool), kept in step "
+                                                "with the manifest from then on")):
         sub = actions.add_parser(action, help=help_text)
-        if action not in ("list", "apply"):
+        if action not in ("list", "apply", "hanzo-plugins"):
             sub.add_argument("name", help="tool name")
         if action in ("promote", "quarantine"):
             sub.add_argument("--reason", default="by hand", help="why (kept in the manifest)")
@@ -55,11 +61,12 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     library = library_of(config)
+    if not library.root.is_dir():
+        raise InputError(f"no tool library at {library.root}")
     try:
         return int(_ACTIONS[args.action](args, config, library))
     except KeyError as exc:
-        print(f"binloop tools {args.action}: {exc.args[0]}", file=sys.stderr)
-        return 2
+        raise InputError(shown(exc.args[0])) from None
 
 
 def _list(args: argparse.Namespace, config: Any, library: Any) -> int:
@@ -73,9 +80,9 @@ def _list(args: argparse.Namespace, config: Any, library: Any) -> int:
         return 0
     print(f"manifest version {manifest['version']}, {len(rows)} tools")
     for row in rows:
-        print(f"{row['name']:<50} v{row['version']:<3} {row['status']:<12} {row['target']:<10} "
-              f"ok {row['uses_ok']:<3} failed {row['uses_failed']:<3} "
-              f"{row['tool']} / {row['failure_mode']}")
+        print(f"{shown(row['name']):<50} v{row['version']:<3} {row['status']:<12} "
+              f"{row['target']:<10} ok {row['uses_ok']:<3} failed {row['uses_failed']:<3} "
+              f"{shown(row['tool'])} / {shown(row['failure_mode'])}")
     return 0
 
 
@@ -88,9 +95,12 @@ def _show(args: argparse.Namespace, config: Any, library: Any) -> int:
         for key in ("name", "version", "status", "status_reason", "target", "path", "entry",
                     "created", "uses", "answers", "event_id", "designer", "description",
                     "modified_files"):
-            print(f"{key:>14}: {entry[key]}")
+            value = entry[key]
+            if key == "answers":
+                value = f"{shown(value['tool'])} / {shown(value['failure_mode'])}"
+            print(f"{key:>14}: {shown(value) if isinstance(value, str) else value}")
         for rel, digest in sorted(entry["files"].items()):
-            print(f"{'file':>14}: {digest[:16]}  {rel}")
+            print(f"{'file':>14}: {digest[:16]}  {shown(rel)}")
         for old in entry["history"]:
             print(f"{'history':>14}: v{old['version']} {old['status']} {old['created']}")
     return 1 if entry["modified_files"] else 0
@@ -101,7 +111,7 @@ def _status(status: str) -> Any:
         library.entry(args.name)
         written = library.set_status(args.name, status, args.reason)
         note = f"manifest version {written['version']}" if written else "unchanged"
-        print(f"{args.name}: {status} ({note})")
+        print(f"{shown(args.name)}: {status} ({note})")
         return 0
     return change
 
@@ -112,11 +122,25 @@ def _rollback(args: argparse.Namespace, config: Any, library: Any) -> int:
     try:
         written = library.rollback(args.name, args.to)
     except ManifestError as exc:
-        print(f"binloop tools rollback: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     entry = written["tools"][args.name]
-    print(f"{args.name}: active version {entry['version']} ({entry['status']}), manifest "
+    print(f"{shown(args.name)}: active version {entry['version']} ({entry['status']}), manifest "
           f"version {written['version']}")
+    return 0
+
+
+def _hanzo_plugins(args: argparse.Namespace, config: Any, library: Any) -> int:
+    from binloop.library.hanzo_load_path import write_load_path
+
+    manifest = library.read()
+    path = write_load_path(library.root, manifest)
+    plugins = sorted(p.name for p in path.iterdir() if p.is_dir())
+    if args.json:
+        _print_json({"load_path": str(path), "plugins": plugins})
+    else:
+        print(f"load path {path} ({len(plugins)} plugins): set plugins.load.paths to it")
+        for name in plugins:
+            print(f"  {name}")
     return 0
 
 
@@ -126,6 +150,8 @@ def _apply(args: argparse.Namespace, config: Any, library: Any) -> int:
     from pipeline_runner.lifecycle import apply_telemetry
 
     records, invalid = [], 0
+    if not Path(args.telemetry).is_file():
+        raise InputError(f"telemetry file {args.telemetry} does not exist")
     with open(args.telemetry, "rb") as handle:
         for line in handle:
             if line.strip():
@@ -142,9 +168,10 @@ def _apply(args: argparse.Namespace, config: Any, library: Any) -> int:
     else:
         print(f"{len(records)} records ({invalid} invalid), {len(changes)} status changes")
         for change in changes:
-            print(f"{change.name} v{change.version}: {change.old} -> {change.new}")
+            print(f"{shown(change.name)} v{change.version}: {change.old} -> {change.new}")
     return 0
 
 
 _ACTIONS = {"list": _list, "show": _show, "promote": _status("stable"),
-            "quarantine": _status("quarantined"), "rollback": _rollback, "apply": _apply}
+            "quarantine": _status("quarantined"), "rollback": _rollback, "apply": _apply,
+            "hanzo-plugins": _hanzo_plugins}

@@ -30,8 +30,8 @@ fires at most once, with `arm_epoch` 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
@@ -133,9 +133,14 @@ def detect_rows(records: pl.DataFrame | LoadedRecords, params: DetectionParams) 
 
 
 def detect_thetas(records: pl.DataFrame | LoadedRecords, params: DetectionParams,
-                  thetas: Sequence[int]) -> dict[int, list[BINEvent]]:
+                  thetas: Sequence[int], digests: Mapping[int, str] | None = None
+                  ) -> dict[int, list[BINEvent]]:
     """The events of a whole frame for each θ (the other settings from `params`), in one
-    pass: a window's counts do not depend on θ, only where the key fires does."""
+    pass: a window's counts do not depend on θ, only where the key fires does.
+
+    `digests` is each θ's configuration digest (its events' `event_id` carries it, e.g.
+    `Config.replace(theta=θ).config_digest()`); default: the digest of each θ's
+    `DetectionParams` fields."""
     frame = records.frame if isinstance(records, LoadedRecords) else records
     state = DetectState(params)
     counted = state._counted(frame)
@@ -143,7 +148,7 @@ def detect_thetas(records: pl.DataFrame | LoadedRecords, params: DetectionParams
     counts = _window_counts(split.regular, params) if not split.regular.is_empty() else None
     out: dict[int, list[BINEvent]] = {}
     for theta in thetas:
-        run = DetectState(_with_theta(params, theta))
+        run = DetectState(with_theta(params, theta, (digests or {}).get(theta, "")))
         fired: list[tuple[int, BINEvent]] = []
         if counts is not None:
             fired.extend(_regular_fires(run, counts)[0])
@@ -152,10 +157,10 @@ def detect_thetas(records: pl.DataFrame | LoadedRecords, params: DetectionParams
     return out
 
 
-def _with_theta(params: DetectionParams, theta: int) -> DetectionParams:
-    from dataclasses import replace
-
-    return replace(params, theta=theta)
+def with_theta(params: DetectionParams, theta: int, digest: str = "") -> DetectionParams:
+    """`params` at another θ, with `digest` as its configuration digest (empty: the
+    digest of its own fields, never the one of `params`' θ)."""
+    return replace(params, theta=theta, config_digest=digest)
 
 
 # --- one batch ---------------------------------------------------------------------------

@@ -14,13 +14,14 @@ parameter set) or `detect_thetas` (every θ of one window in one pass).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import polars as pl
 
 from binloop.core.config import Config
 from binloop.core.detection import DetectionParams
 from binloop.core.events import BINEvent
+from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import DEFAULT_LIMITS, DeadLetter, RecordLimits, ToolInvocation
 from binloop.core.summary import Progress, RunSummary
 from binloop.engines.polars.detect import Detection, DetectState, detect_rows, detect_thetas
@@ -34,7 +35,12 @@ from binloop.engines.polars.read import (
     records_frame,
 )
 from binloop.replay.formats import AUTO
-from binloop.replay.inputs import input_size, list_input_files
+from binloop.replay.inputs import (
+    READER_REJECT,
+    input_size,
+    list_input_files,
+    reader_chunks,
+)
 from binloop.replay.outputs import Outputs
 
 __all__ = ["Detection", "LoadedRecords", "detect_frame", "detect_rows", "detect_thetas",
@@ -43,11 +49,12 @@ __all__ = ["Detection", "LoadedRecords", "detect_frame", "detect_rows", "detect_
 
 def load_records(path: str, limits: RecordLimits = DEFAULT_LIMITS,
                  on_progress: OnProgress | None = None,
-                 input_format: str = AUTO) -> LoadedRecords:
+                 input_format: str = AUTO,
+                 options: ReadOptions = DEFAULT_READ) -> LoadedRecords:
     """Every record of `path` (a file, a directory of them, or - for stdin) in memory.
 
     `on_progress(bytes_read, lines_read)` is called after each block, with totals so far."""
-    return concat_blocks(_blocks(path, limits, on_progress, input_format))
+    return concat_blocks(_blocks(path, limits, on_progress, input_format, options))
 
 
 def detect_frame(records: pl.DataFrame | LoadedRecords,
@@ -57,17 +64,18 @@ def detect_frame(records: pl.DataFrame | LoadedRecords,
 
 
 def _blocks(path: str, limits: RecordLimits, on_progress: OnProgress | None,
-            input_format: str = AUTO) -> Iterator[Block]:
+            input_format: str = AUTO,
+            options: ReadOptions = DEFAULT_READ) -> Iterator[Block]:
     bytes_before = lines_before = 0
-    for name in list_input_files(path):
+    for name in list_input_files(path, options.follow_symlinks):
         done = 0
-        for block in file_blocks(name, limits, input_format=input_format):
+        for block in file_blocks(name, limits, input_format=input_format, options=options):
             done += block.lines
             if on_progress is not None:
                 on_progress(bytes_before + block.done_bytes, lines_before + done)
             yield block
         lines_before += done
-        size = input_size(name)
+        size = input_size(name, options.follow_symlinks)
         bytes_before += size or 0
 
 
@@ -80,13 +88,15 @@ def run_polars(config: Config) -> RunSummary:
         raise ValueError("the polars engine needs an input path (or - for stdin)")
     started = time.perf_counter()
     params, limits = config.detection(), config.record_limits()
-    progress = Progress(input_size(config.input), config.progress)
+    options = config.read_options()
+    progress = Progress(input_size(config.input, options.follow_symlinks), config.progress)
     state = DetectState(params)
     summary = RunSummary()
     outputs = Outputs(config)
     rejects = _Rejects(outputs, config)
     try:
-        for block in _blocks(config.input, limits, progress.update, config.input_format):
+        for block in _blocks(config.input, limits, progress.update, config.input_format,
+                             options):
             frame = block.loaded.frame
             detection = state.detect(frame)
             if detection.events:
@@ -96,6 +106,8 @@ def run_polars(config: Config) -> RunSummary:
                                      if block.loaded.lines is None else block.loaded.lines)
             summary.valid += frame.height
             summary.invalid += len(block.loaded.dead)
+            summary.damaged_files += block.loaded.damaged
+            summary.ts_converted += block.loaded.ts_converted
             summary.add_detector(detection.stats)
         rejects.flush()
     finally:
@@ -106,8 +118,9 @@ def run_polars(config: Config) -> RunSummary:
 
 class _Rejects:
     """Dead letters and late records in the order the reference engine writes them: chunk
-    by chunk (`batch_size` lines of one file), a chunk's dead letters before its lates.
-    A block's last chunk may go on in the next block: its rejects wait for it."""
+    by chunk (`batch_size` lines of one file, a line the reader refused opening a new
+    chunk: `binloop.replay.inputs.reader_chunks`), a chunk's dead letters before its
+    lates. A block's last chunk may go on in the next block: its rejects wait for it."""
 
     def __init__(self, outputs: Outputs, config: Config) -> None:
         self._outputs = outputs
@@ -115,15 +128,18 @@ class _Rejects:
         self._separate = bool(config.late_out)
         self._source: str | None = None
         self._lines = 0  # lines of the current file in the blocks so far
-        self._pending: list[tuple[int, int, int, DeadLetter | ToolInvocation]] = []
+        self._refused: list[int] = []  # lines of the current file the reader refused
+        self._pending: list[tuple[int, int, DeadLetter | ToolInvocation]] = []
 
     def add(self, block: Block, late_rows: list[int]) -> None:
         frame = block.loaded.frame
         late = [_late_record(frame, row) for row in late_rows]
         if block.source != self._source:
             self.flush()
-            self._source, self._lines = block.source, 0
+            self._source, self._lines, self._refused = block.source, 0, []
         self._lines += block.lines
+        self._refused.extend(int(letter.position) for letter in block.loaded.dead
+                             if letter.reason.startswith(READER_REJECT))
         if self._separate or (not late and not self._pending):
             if block.loaded.dead:
                 self._outputs.dead(block.loaded.dead)
@@ -131,29 +147,32 @@ class _Rejects:
                 self._outputs.late(late)
             return
         for letter in block.loaded.dead:
-            line = int(letter.position)
-            self._pending.append(((line - 1) // self._batch, 0, line, letter))
+            # A damaged file's letter ("byte N", "row N") comes after all of its lines.
+            line = int(letter.position) if letter.position.isdigit() else 1 << 62
+            self._pending.append((0, line, letter))
         lines = frame["line"]
         for row, rec in zip(late_rows, late, strict=True):
-            line = int(lines[row])
-            self._pending.append(((line - 1) // self._batch, 1, line, rec))
-        last = self._lines
-        self._write((last - 1) // self._batch if last % self._batch else None)
+            self._pending.append((1, int(lines[row]), rec))
+        self._write(self._lines if self._lines else None)
 
     def flush(self) -> None:
         self._write(None)
 
-    def _write(self, keep_chunk: int | None) -> None:
-        self._pending.sort(key=lambda entry: entry[:3])
-        held = [entry for entry in self._pending if entry[0] == keep_chunk]
-        for chunk, kind, _, item in self._pending:
-            if chunk == keep_chunk:
+    def _write(self, open_line: int | None) -> None:
+        """Write what is pending but the chunk of `open_line` (None: everything)."""
+        chunk_of: Callable[[int], int] = reader_chunks(self._refused, self._batch)
+        keep = None if open_line is None else chunk_of(open_line)
+        order = sorted(((chunk_of(line), kind, line, item)
+                        for kind, line, item in self._pending), key=lambda entry: entry[:3])
+        self._pending = [(kind, line, item) for chunk, kind, line, item in order
+                         if chunk == keep]
+        for chunk, kind, _, item in order:
+            if chunk == keep:
                 continue
             if kind == 0:
                 self._outputs.dead([item])  # type: ignore[list-item]
             else:
                 self._outputs.late([item])  # type: ignore[list-item]
-        self._pending = held
 
 
 def _late_record(frame: pl.DataFrame, row: int) -> ToolInvocation:

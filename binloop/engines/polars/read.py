@@ -24,8 +24,8 @@ with a failure mode.
 from __future__ import annotations
 
 import functools
-import gzip
 import io
+import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -36,6 +36,7 @@ import orjson
 import polars as pl
 
 from binloop.core.classify import GIVEN, INFER
+from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import (
     DEFAULT_LIMITS,
     FAILURE_MODE_MAX_CHARS,
@@ -49,11 +50,10 @@ from binloop.core.schema import (
     ToolInvocation,
     dumps_record,
     raw_text,
-    validate_record,
+    ts_floor,
 )
 from binloop.replay.formats import AUTO, BINLOOP, LineMapper, mapped, mapper, resolve, sniff_file
-from binloop.replay.ingest import parse_item
-from binloop.replay.inputs import STDIN, InputReader, RawItem
+from binloop.replay.inputs import STDIN, InputReader, LineBlock, RawItem, line_blocks
 
 FRAME_SCHEMA: Final = {
     # the line (or Parquet row) of the record in its file, from 1
@@ -70,8 +70,9 @@ FRAME_SCHEMA: Final = {
     "record": pl.Binary,
 }
 LOAD_THREADS: Final = 2
-# Bytes of whole lines a block holds (a line longer than this is a block of its own).
+# Bytes of whole lines a block aims at, as lines of a typical record (`LINE_GUESS` bytes).
 READ_BYTES: Final = 8 << 20
+LINE_GUESS: Final = 128
 PARQUET_BATCH: Final = 1 << 16
 # Layouts a block tries before leaving the rest of its lines to the reference parser.
 MAX_LAYOUTS: Final = 16
@@ -95,7 +96,8 @@ _GROWS: Final = r"[0-9][eE][+-]?[0-9]+[,}\] ]|[0-9]{19}"
 
 
 class LoadedRecords(NamedTuple):
-    """Valid records in arrival order (`FRAME_SCHEMA`), rejects, and blank lines skipped."""
+    """Valid records in arrival order (`FRAME_SCHEMA`), rejects, and blank lines skipped;
+    files found damaged, records whose ts was converted from seconds."""
 
     frame: pl.DataFrame
     dead: list[DeadLetter]
@@ -103,6 +105,8 @@ class LoadedRecords(NamedTuple):
     # Non-blank lines read, where a line may hold several records or none (an OTLP
     # export); None: one record or one reject per line.
     lines: int | None = None
+    damaged: int = 0
+    ts_converted: int = 0
 
 
 class Block(NamedTuple):
@@ -172,39 +176,49 @@ class Readable(Protocol):
 
 
 def file_blocks(name: str, limits: RecordLimits = DEFAULT_LIMITS,
-                block_bytes: int | None = None, input_format: str = AUTO) -> Iterator[Block]:
+                block_bytes: int | None = None, input_format: str = AUTO,
+                options: ReadOptions = DEFAULT_READ) -> Iterator[Block]:
     """The blocks of one input file (the name as `list_input_files` gives it: it is the
-    dead letters' source); memory holds a few blocks, never the file. Other input formats
+    dead letters' source); memory holds a few blocks, never the file. Lines are read,
+    split and refused by `binloop.replay.inputs.line_blocks`, as every engine reads them
+    (damaged files, oversized lines, line ends, byte order marks). Other input formats
     than binloop's own go through their mapper and the reference validator."""
     lowered = name.lower()
     if input_format == AUTO:
         input_format = _sniff_stdin() if name == STDIN else sniff_file(name)
     if lowered.endswith((".parquet", ".pq")) or input_format != BINLOOP:
-        yield from _parquet_blocks(name, limits, input_format)
-    elif name == STDIN:
-        yield from jsonl_blocks(sys.stdin.buffer, name, limits, block_bytes)
+        yield from _parquet_blocks(name, limits, input_format, options)
     else:
-        with open(name, "rb") as raw:
-            if not lowered.endswith(".gz"):
-                yield from jsonl_blocks(raw, name, limits, block_bytes)
-            else:
-                with gzip.GzipFile(fileobj=raw) as unzipped:
-                    yield from jsonl_blocks(unzipped, name, limits, block_bytes, raw.tell)
+        yield from _jsonl_blocks(line_blocks(name, _block_lines(block_bytes), options),
+                                 name, limits)
 
 
 def jsonl_blocks(stream: Readable, source: str, limits: RecordLimits = DEFAULT_LIMITS,
-                 block_bytes: int | None = None,
-                 position: Callable[[], int] | None = None) -> Iterator[Block]:
-    """JSONL from a stream, about `block_bytes` (default `READ_BYTES`) of whole lines at a
-    time; line numbers (the dead letters' position) count from 1. `position` tells how far
-    into the input file the stream is (default: the bytes read)."""
+                 block_bytes: int | None = None) -> Iterator[Block]:
+    """JSONL from a stream (in memory or a pipe), as `file_blocks` reads a file."""
+    yield from _jsonl_blocks(line_blocks(source, _block_lines(block_bytes), stream=stream),
+                             source, limits)
+
+
+def _block_lines(block_bytes: int | None) -> int:
+    return max(1, (block_bytes or READ_BYTES) // LINE_GUESS)
+
+
+def _jsonl_blocks(blocks: Iterable[LineBlock], source: str,
+                  limits: RecordLimits) -> Iterator[Block]:
+    """Blocks of lines, validated two at a time; line numbers (the dead letters'
+    position) count from 1. A block's `lines` counts the lines the reader refused too."""
     pending: list[tuple[Future[LoadedRecords], int, int]] = []
+    covered = 0  # lines of the file in the blocks so far
     # Two blocks in flight: polars releases the GIL while one block is validated.
     with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
-        for first_line, data, count, done_bytes in _byte_blocks(stream, block_bytes):
-            done = position() if position else done_bytes
-            pending.append((pool.submit(_load_block, data, first_line, source, limits),
-                            count, done))
+        for block in blocks:
+            end = block.first_line - 1 + len(block.lines)
+            data = b"\n".join(block.lines) + b"\n" if block.lines else b""
+            pending.append((pool.submit(_load_block, data, block.first_line, source, limits,
+                                        block.rejects, block.damaged),
+                            end - covered, block.done_bytes))
+            covered = end
             if len(pending) >= LOAD_THREADS:
                 future, lines, at = pending.pop(0)
                 yield Block(source, future.result(), lines, at)
@@ -218,32 +232,9 @@ def concat_blocks(blocks: Iterable[Block]) -> LoadedRecords:
     frames = [part.frame for part in parts]
     return LoadedRecords(pl.concat(frames) if frames else empty_frame(),
                          [letter for part in parts for letter in part.dead],
-                         sum(part.blank for part in parts))
-
-
-def _byte_blocks(stream: Readable, block_bytes: int | None) -> Iterator[
-        tuple[int, bytes, int, int]]:
-    """(first line number, whole lines ending in \n (the last one maybe not, at the end),
-    their number, bytes read so far). Lines are split as `binloop.replay.inputs` splits them."""
-    size = block_bytes or READ_BYTES
-    carry = b""
-    first_line, done = 1, 0
-    while True:
-        data = stream.read(size)
-        done += len(data)
-        if not data:
-            if carry:
-                yield first_line, carry, 1, done
-            return
-        text = carry + data if carry else data
-        end = text.rfind(b"\n") + 1
-        if end == 0:
-            carry = text
-            continue
-        block, carry = text[:end], text[end:]
-        count = block.count(b"\n")
-        yield first_line, block, count, done
-        first_line += count
+                         sum(part.blank for part in parts),
+                         damaged=sum(part.damaged for part in parts),
+                         ts_converted=sum(part.ts_converted for part in parts))
 
 
 def _lines_of(data: bytes) -> tuple[pl.Series, list[bytes] | None]:
@@ -265,9 +256,12 @@ def _lines_of(data: bytes) -> tuple[pl.Series, list[bytes] | None]:
     return text.rename("text"), None
 
 
-def _load_block(data: bytes, first_line: int, source: str,
-                limits: RecordLimits) -> LoadedRecords:
-    """A block of lines: proven ones, the others through the reference parser."""
+def _load_block(data: bytes, first_line: int, source: str, limits: RecordLimits,
+                rejects: tuple[DeadLetter, ...] = (), damaged: int = 0) -> LoadedRecords:
+    """A block of lines: proven ones, the others through the reference parser; the
+    reader's `rejects` (lines before these, or a damaged file) are its first dead letters."""
+    if not data:
+        return LoadedRecords(empty_frame(), list(rejects), 0, damaged=damaged)
     text, raw_lines = _lines_of(data)
     block = pl.DataFrame({"text": text}).with_columns(
         size=pl.col("text").str.len_bytes()).with_row_index("row")
@@ -278,7 +272,7 @@ def _load_block(data: bytes, first_line: int, source: str,
     proven = _prove(block, _candidates(block), limits, first_line, whole)
     blank = int((block["size"] == 0).sum())
     if proven.height == block.height - blank:
-        return LoadedRecords(proven.drop("row"), [], blank)
+        return LoadedRecords(proven.drop("row"), list(rejects), blank, damaged=damaged)
     unsettled = block.filter((pl.col("size") > 0) & ~pl.col("row").is_in(proven["row"].implode()))
     rows = unsettled["row"].to_list()
     if raw_lines is not None:
@@ -288,7 +282,8 @@ def _load_block(data: bytes, first_line: int, source: str,
                          strict=True))  # type: ignore[assignment]
     slow = _slow_path(items, rows, first_line, source, limits)
     frame = proven if slow.frame.is_empty() else pl.concat([proven, slow.frame]).sort("row")
-    return LoadedRecords(frame.drop("row"), slow.dead, blank)
+    return LoadedRecords(frame.drop("row"), [*rejects, *slow.dead], blank, damaged=damaged,
+                         ts_converted=slow.ts_converted)
 
 
 def _decoded(line: bytes) -> str | None:
@@ -306,6 +301,7 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
     records: list[ToolInvocation] = []
     dead: list[DeadLetter] = []
     blank = 0
+    parser = RecordParser(limits)
     for row in rows:
         item = items[row]
         if not item:
@@ -315,20 +311,22 @@ def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, s
             if line_mapper is not None and isinstance(item, bytes):
                 for fields in mapped(line_mapper, item, source, first_line + row):
                     try:
-                        records.append(validate_record(fields, limits))
+                        records.append(parser.validate(fields))
                         kept.append(row)
                     except InvalidRecord as exc:
                         dead.append(DeadLetter(raw_text(item), str(exc), source,
                                                str(first_line + row)))
             else:
-                records.append(parse_item(item, limits))
+                records.append(parser.validate(item) if isinstance(item, dict)
+                               else parser.parse(item))
                 kept.append(row)
         except InvalidRecord as exc:
             raw = raw_text(item) if isinstance(item, bytes) else raw_text(orjson.dumps(item))
             dead.append(DeadLetter(raw, str(exc), source, str(first_line + row)))
     lines = [first_line + row for row in kept]
     frame = records_frame(records, lines).with_columns(row=pl.Series(kept, dtype=pl.UInt32))
-    return LoadedRecords(frame.select("row", *FRAME_SCHEMA), dead, blank)
+    return LoadedRecords(frame.select("row", *FRAME_SCHEMA), dead, blank,
+                         ts_converted=parser.ts_converted)
 
 
 def _sniff_stdin() -> str:
@@ -338,18 +336,19 @@ def _sniff_stdin() -> str:
     return resolve(AUTO, head.split(b"\n")) or BINLOOP
 
 
-def _parquet_blocks(name: str, limits: RecordLimits,
-                    input_format: str = BINLOOP) -> Iterator[Block]:
+def _parquet_blocks(name: str, limits: RecordLimits, input_format: str = BINLOOP,
+                    options: ReadOptions = DEFAULT_READ) -> Iterator[Block]:
     """Parquet rows go through the reference validator (rows arrive already decoded); so
     do the lines of other input formats, after their mapper."""
     line_mapper = mapper(input_format)
-    reader = InputReader(name, PARQUET_BATCH, input_format=input_format)
+    reader = InputReader(name, PARQUET_BATCH, input_format=input_format, options=options)
     for chunk in reader:
         part = _slow_path(chunk.items, range(len(chunk.items)), chunk.first_line, chunk.source,
                           limits, line_mapper)
         lines = len(chunk.items) - part.blank if line_mapper is not None else None
-        yield Block(name, LoadedRecords(part.frame.drop("row"), part.dead, part.blank, lines),
-                    len(chunk.items), reader.bytes_done)
+        loaded = LoadedRecords(part.frame.drop("row"), [*chunk.rejects, *part.dead], part.blank,
+                               lines, chunk.damaged_files, part.ts_converted)
+        yield Block(name, loaded, len(chunk.items), reader.bytes_done)
 
 
 # --- the fast path: lines proven valid --------------------------------------------------
@@ -547,6 +546,10 @@ def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.Laz
     if limits.max_future_skew_ms is not None:
         bound = int(time.time() * 1000) + limits.max_future_skew_ms - SKEW_MARGIN_MS
         ts_ok = ts_ok & (pl.col("v_ts").cast(pl.UInt64, strict=False) <= max(bound, 0))
+    floor = ts_floor(limits.ts_unit)  # a ts below it is in seconds: the slow path converts
+    if floor > 0:
+        ts_ok = ts_ok & (pl.col("v_ts").cast(pl.UInt64, strict=False) >= floor
+                         if math.isfinite(floor) else pl.lit(False))
     session = pl.col("v_session_id")
     outcome = pl.col("v_outcome").str.to_lowercase()
     valid = (
