@@ -3,13 +3,17 @@
 A stream is JSONL lines: records of a few keys and sessions (int and str session ids,
 `1` and `"1"` among them), written in several encodings (the client's sorted compact
 form, Python's `json.dumps`, unsorted keys, no `id`), out of ts order by up to
-`max_lag` ms behind the newest ts so far, with exact duplicates of recent lines and
-invalid lines (bad JSON, wrong types, blank lines).
+`max_lag` ms behind the newest ts so far, with exact duplicates of recent lines,
+invalid lines (bad JSON, wrong types, blank lines), damaged lines (a record cut short),
+and records with a skewed clock: dated up to a day ahead of or behind the stream (within
+the future-skew allowance, usually of a key of their own), or beyond the allowance
+(ahead of the wall clock by more than a day: dead letters).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Final
 
 import orjson
@@ -33,6 +37,10 @@ INVALID_LINES: Final = (
 STYLES: Final = ("client", "client", "json.dumps", "unsorted", "no-id")
 WINDOWS: Final = ("session", "global", "sliding:40ms", "sliding:150ms")
 START: Final = 1_700_000_000_000  # unix ms (a ts below 10^11 would be read as seconds)
+HOUR: Final = 3_600_000
+# Clock skews of a record against the stream: within and beyond a day ahead, a little
+# ahead and a little behind.
+SKEWS: Final = (23 * HOUR, 25 * HOUR, 2 * HOUR, -(HOUR // 2))
 
 
 def encode(body: dict[str, Any], style: str) -> bytes:
@@ -68,9 +76,23 @@ def telemetry_lines(draw: st.DrawFn, max_lag: int, max_size: int = 50) -> list[b
     recent: list[tuple[int, bytes]] = []
     clock = START
     for n in range(draw(st.integers(0, max_size))):
-        kind = draw(st.integers(0, 19))
+        kind = draw(st.integers(0, 23))
         if kind == 0:
             lines.append(draw(st.sampled_from(INVALID_LINES)))
+            continue
+        if kind == 20 and lines:  # a damaged line: a record cut short
+            cut = draw(st.sampled_from(lines))
+            lines.append(cut[: draw(st.integers(1, max(1, len(cut) - 1)))])
+            continue
+        if kind in (21, 22):  # a skewed clock (usually an unrelated key's)
+            body = draw(record_body(n, max(0, clock + draw(st.sampled_from(SKEWS)))))
+            if draw(st.booleans()):
+                body["tool"] = "clock.skewed"
+            lines.append(encode(body, draw(st.sampled_from(STYLES))))
+            continue
+        if kind == 23:  # beyond the future-skew allowance of the wall clock
+            future = int(time.time() * 1000) + 2 * 24 * HOUR
+            lines.append(encode(draw(record_body(n, future)), draw(st.sampled_from(STYLES))))
             continue
         fresh = [line for ts, line in recent if ts >= clock - max_lag]
         if kind in (1, 2) and fresh:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from binloop.core.detection import DetectionParams, Detector, detect
+from binloop.core.detection import DetectionParams, Detector, SessionWindows, detect
 from binloop.core.events import event_id
 from binloop.core.window import WindowSpec
 from tests.helpers import rec
@@ -132,10 +132,30 @@ def test_evidence_is_bounded_newest_last() -> None:
     assert [r["ts"] for r in event["evidence"]] == [3, 4]
 
 
-def test_idle_keys_are_evicted_and_state_stays_bounded() -> None:
+def test_state_of_a_key_stays_bounded_on_its_own_clock() -> None:
     detector = Detector(params(theta=3))
-    for i in range(20_000):
-        detector.observe(rec(i * MIN, tool=f"tool{i}"))
-    # only keys within gap + lateness (90 min) of the newest ts keep state
-    assert len(detector.keys) < 200
-    assert detector.stats.evicted_windows > 19_000
+    for i in range(20_000):  # one failure per session, an hour apart: slices die
+        detector.observe(rec(i * 60 * MIN, session=i))
+    window = detector.keys[("t", "ARGS.x")].window
+    assert isinstance(window, SessionWindows) and len(window.slices) <= 2
+    assert len(detector.keys[("t", "ARGS.x")].recent_ids) == 64  # dedup_max
+
+
+def test_a_skewed_record_of_another_key_changes_no_event() -> None:
+    stream = [rec(i * MIN, session=i // 3) for i in range(24)]
+    skewed = rec(23 * 60 * MIN, tool="clock_runs_ahead", mode="NETWORK.x")
+    behind = rec(0, tool="clock_runs_behind", mode="NETWORK.x")
+    expected = detect(params(theta=3), stream)
+    assert len(expected) == 1
+    for position in (0, 1, 5, 23):
+        skew_stream = [*stream[:position], skewed, behind, *stream[position:]]
+        assert detect(params(theta=3), skew_stream) == expected
+
+
+def test_beyond_lateness_is_measured_against_the_key_s_own_newest_ts() -> None:
+    detector = Detector(params(theta=10, allowed_lateness_ms=MIN))
+    detector.observe(rec(100 * MIN, tool="ahead"))
+    detector.observe(rec(10 * MIN))
+    detector.observe(rec(8 * MIN))  # 2 min behind its key's newest: beyond
+    detector.observe(rec(9 * MIN + 1))  # within a minute
+    assert detector.stats.beyond_lateness == 1

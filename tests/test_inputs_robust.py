@@ -378,10 +378,13 @@ def odd_file(draw: st.DrawFn) -> bytes:
           suppress_health_check=list(HealthCheck))
 @given(data=odd_file(), batch_size=st.sampled_from((3, 16, 4096)),
        window=st.sampled_from(("session", "global", "sliding:2m")),
-       late_out=st.booleans())
+       late_out=st.booleans(), block_bytes=st.sampled_from((1, 300, 1 << 23)))
 def test_reference_and_polars_agree_on_odd_files(tmp_path_factory: pytest.TempPathFactory,
                                                  data: bytes, batch_size: int, window: str,
-                                                 late_out: bool) -> None:
+                                                 late_out: bool, block_bytes: int) -> None:
+    """Also when the polars engine reads in tiny blocks (a chunk's rejects and lates then
+    span blocks)."""
+    import binloop.engines.polars.read as polars_read
     from binloop.core.window import WindowSpec
     from tests.engine_runs import engine_config, run_polars_on, run_reference_on
 
@@ -392,7 +395,9 @@ def test_reference_and_polars_agree_on_odd_files(tmp_path_factory: pytest.TempPa
                              "max_line_bytes": 256, "session_gap": 120_000,
                              "batch_size": batch_size, **({} if late_out else {"late_out": None})}
     reference = run_reference_on(engine_config(path, base / "ref", **knobs))
-    polars = run_polars_on(engine_config(path, base / "pol", **knobs))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(polars_read, "READ_BYTES", block_bytes)
+        polars = run_polars_on(engine_config(path, base / "pol", **knobs))
     assert polars == reference
 
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
+from binloop.replay import jsonl
 from binloop.replay.jsonl import JsonlFileWriter, event_key
 
 
@@ -43,3 +45,42 @@ def test_resume_offset_truncates_what_followed_the_snapshot(tmp_path: Path) -> N
     assert resumed.write([ev("b")]) == 1
     resumed.close()
     assert path.read_bytes().count(b'"b"') == 1
+
+
+def test_lines_are_streamed_across_block_boundaries(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonl, "READ_BLOCK_BYTES", 7)
+    lines = [ev(str(i) * (i % 5 + 1)) for i in range(40)] + [b"", ev("tail")]
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines) + b'{"event_id": "torn"')
+    with open(path, "rb") as file:
+        end = jsonl.complete_end(file, path.stat().st_size)
+        assert end == path.stat().st_size - len(b'{"event_id": "torn"')
+        assert list(jsonl.stream_lines(file, end)) == lines
+        # a line longer than the bound is skipped whole, the others are kept
+        assert list(jsonl.stream_lines(file, end, max_bytes=len(ev("3")))) == [
+            line for line in lines if len(line) <= len(ev("3"))]
+    writer = JsonlFileWriter(path, event_key)
+    assert len(writer.keys) == 41 and "tail" in writer.keys and "torn" not in writer.keys
+    assert writer.write([ev("tail"), ev("torn"), ev("0")]) == 1
+    writer.close()
+
+
+def test_an_oversized_line_is_not_indexed(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonl, "INDEX_LINE_MAX_BYTES", 64)
+    path = tmp_path / "events.jsonl"
+    big = orjson.dumps({"event_id": "big", "pad": "x" * 200})
+    path.write_bytes(ev("a") + b"\n" + big + b"\n" + ev("b") + b"\n")
+    writer = JsonlFileWriter(path, event_key)
+    assert ("a" in writer.keys, "big" in writer.keys, "b" in writer.keys) == (True, False, True)
+    writer.close()
+
+
+def test_a_file_without_a_newline_is_cut_to_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "dead.jsonl"
+    path.write_bytes(b"x" * 5000)
+    writer = JsonlFileWriter(path)
+    writer.write([b"y"])
+    writer.close()
+    assert path.read_bytes() == b"y\n"

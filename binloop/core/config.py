@@ -226,8 +226,9 @@ class Config:
                                groups=DETECT, parse=parse_duration_ms, show=_show_duration,
                                metavar="DUR", digest=True)
     allowed_lateness: int = setting(_DETECTION.allowed_lateness_ms,
-                                    "how far behind the newest ts a record may arrive before "
-                                    "idle state that it would have joined may be evicted",
+                                    "a counted record more than this behind the newest ts of "
+                                    "its own key is counted as beyond_lateness (a data-quality "
+                                    "counter; no event depends on it)",
                                     groups=DETECT, parse=non_negative_duration_ms,
                                     show=_show_duration, metavar="DUR", digest=True)
     dedup_max: int = setting(_DETECTION.dedup_max,

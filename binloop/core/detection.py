@@ -17,13 +17,15 @@ Read this module as the specification. For each counted record, in arrival order
 4. When the count reaches θ the key fires one BINEvent and is disarmed; its windows
    are dropped. :meth:`Detector.rearm` arms it again with a fresh epoch.
 
-Memory: dead slices and records older than `newest - 2d` are dropped as keys move on;
-windows of keys idle for longer than their horizon plus `allowed_lateness` (measured
-against the newest ts this detector has seen) are dropped too. That last eviction is
-invisible as long as no record arrives more than `allowed_lateness` behind the newest
-ts already seen; records that do are counted in `beyond_lateness`. (A dataflow shard
-drives that clock itself, from the slowest of its input partitions, so that one
-partition catching up on a backlog does not make another look late.)
+Memory and clocks: every clock is a key's own. A key's state is pruned only on that key's
+records, and only of what the rules above already make unreachable: session slices that
+the key's newest ts has passed by more than `session_gap`, sliding entries older than
+`newest - 2d`, ids beyond the last `dedup_max`. So eviction is invisible: no record of
+any other key, however far its clock runs ahead or behind, changes a key's events (one
+agent with a skewed clock cannot silence detection elsewhere). State grows with the
+number of distinct keys (a few records each), never with the stream's length.
+`beyond_lateness` counts the counted records that arrive more than `allowed_lateness`
+behind the newest ts of their own key: a data-quality counter that changes no event.
 """
 
 from __future__ import annotations
@@ -89,14 +91,6 @@ class DetectionParams:
         if self.mode_level is not None:
             mode = ".".join(mode.split(".")[: self.mode_level])
         return (rec["tool"], mode)
-
-    def horizon_ms(self) -> float:
-        """Event time after a key's newest ts beyond which its windows can hold nothing."""
-        if self.window.kind == "session":
-            return float(self.session_gap_ms)
-        if self.window.kind == "sliding":
-            return float(self.window.size_ms)
-        return math.inf
 
     def describe(self) -> dict[str, Any]:
         """The part of the configuration that is copied into every event."""
@@ -243,14 +237,16 @@ def new_window(params: DetectionParams) -> Window:
 
 
 class KeyState:
-    """Armed flag, arming epoch, window and recently counted ids of one key."""
+    """Armed flag, arming epoch, window, recently counted ids and newest ts of one key."""
 
-    __slots__ = ("armed", "epoch", "recent_ids", "recent_order", "window")
+    __slots__ = ("armed", "epoch", "newest", "recent_ids", "recent_order", "window")
 
     def __init__(self, window: Window | None, armed: bool = True, epoch: int = 0) -> None:
         self.armed = armed
         self.epoch = epoch
         self.window = window
+        # the newest ts of the key's counted records (disarmed ones too): its own clock
+        self.newest = -math.inf
         self.recent_ids: set[str] = set()
         self.recent_order: deque[str] = deque()
 
@@ -262,10 +258,6 @@ class KeyState:
         if len(self.recent_order) > dedup_max:
             self.recent_ids.discard(self.recent_order.popleft())
 
-    def is_forgettable(self) -> bool:
-        """Nothing here that a fresh key would not also have."""
-        return self.armed and self.epoch == 0 and self.window is None
-
 
 @dataclass(slots=True)
 class DetectorStats:
@@ -274,7 +266,6 @@ class DetectorStats:
     late: int = 0
     disarmed: int = 0
     fired: int = 0
-    evicted_windows: int = 0
     beyond_lateness: int = 0
 
     def add(self, other: DetectorStats) -> None:
@@ -295,22 +286,24 @@ class Detector:
     params: DetectionParams
     keys: dict[Key, KeyState] = field(default_factory=dict)
     stats: DetectorStats = field(default_factory=DetectorStats)
-    # False: the clock is the newest ts observed. True: the owner moves it with
-    # `advance_clock` (a dataflow shard aligns it with the slowest input partition).
+    # The newest event time seen (informational: no state depends on it). False: moved
+    # by `observe`; True: by the owner with `advance_clock` (a dataflow shard).
     external_clock: bool = False
     max_ts: float = -math.inf
-    _next_sweep: float = -math.inf
 
     def observe(self, rec: ToolInvocation) -> Observation:
         """Apply one counted record (`params.counts(rec)` must hold)."""
-        if rec["ts"] < self.max_ts - self.params.allowed_lateness_ms:
-            self.stats.beyond_lateness += 1
-        if not self.external_clock:
-            self.advance_clock(rec["ts"])
+        ts = rec["ts"]
+        if not self.external_clock and ts > self.max_ts:
+            self.max_ts = ts
         key = self.params.key_of(rec)
         state = self.keys.get(key)
         if state is None:
             state = self.keys[key] = KeyState(None)
+        if ts < state.newest - self.params.allowed_lateness_ms:
+            self.stats.beyond_lateness += 1
+        if ts > state.newest:
+            state.newest = ts
         if not state.armed:
             self.stats.disarmed += 1
             return Observation("disarmed")
@@ -350,49 +343,36 @@ class Detector:
         state.epoch = max(state.epoch, epoch)
 
     def advance_clock(self, ts: float) -> None:
-        """Event time has reached `ts`: windows idle since long before may be evicted."""
+        """Event time has reached `ts` (informational: eviction runs on each key's own
+        clock, so no other key's records, however skewed, change a key's events)."""
         if ts > self.max_ts:
             self.max_ts = ts
-            if ts >= self._next_sweep:
-                self._evict_idle()
-
-    def _evict_idle(self) -> None:
-        horizon = self.params.horizon_ms()
-        if math.isinf(horizon):
-            self._next_sweep = math.inf
-            return
-        cutoff = self.max_ts - self.params.allowed_lateness_ms - horizon
-        idle = [key for key, state in self.keys.items()
-                if state.window is not None and state.window.newest < cutoff]
-        for key in idle:
-            state = self.keys[key]
-            state.window = None
-            state.recent_ids.clear()
-            state.recent_order.clear()
-            self.stats.evicted_windows += 1
-            if state.is_forgettable():
-                del self.keys[key]
-        self._next_sweep = self.max_ts + max(horizon, 1000.0) / 2
 
     def _event(
         self, key: Key, epoch: int, count: int, window: Window, rec: ToolInvocation
     ) -> BINEvent:
-        tool, mode = key
         first_ts, evidence = window.last_window()
-        return {
-            "event_id": event_id(tool, mode, epoch, self.params.config_digest),
-            "tool": tool,
-            "failure_mode": mode,
-            "theta": self.params.theta,
-            "window": str(self.params.window),
-            "session_id": rec["session_id"],
-            "count": count,
-            "first_ts": first_ts,
-            "fired_ts": rec["ts"],
-            "arm_epoch": epoch,
-            "evidence": evidence,
-            "config": self.params.describe(),
-        }
+        return make_event(self.params, key, epoch, count, first_ts, evidence, rec)
+
+
+def make_event(params: DetectionParams, key: Key, epoch: int, count: int, first_ts: int,
+               evidence: list[ToolInvocation], firing: ToolInvocation) -> BINEvent:
+    """The BINEvent of `key` firing at record `firing` (every engine builds it here)."""
+    tool, mode = key
+    return {
+        "event_id": event_id(tool, mode, epoch, params.config_digest),
+        "tool": tool,
+        "failure_mode": mode,
+        "theta": params.theta,
+        "window": str(params.window),
+        "session_id": firing["session_id"],
+        "count": count,
+        "first_ts": first_ts,
+        "fired_ts": firing["ts"],
+        "arm_epoch": epoch,
+        "evidence": evidence,
+        "config": params.describe(),
+    }
 
 
 def detect(params: DetectionParams, records: Iterable[ToolInvocation]) -> list[BINEvent]:

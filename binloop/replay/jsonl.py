@@ -1,11 +1,14 @@
 """Append-only JSONL files, crash-safe and idempotent on a key (no Bytewax here).
 
-On open the file's complete lines are read back; with `key_of`, a line whose key is
-already in the file is skipped, so a replay or a restart appends nothing twice. A
-torn last line (a crash in the middle of a write) is cut off. `resume_offset` first
-truncates the file to a snapshot's offset (Bytewax recovery). `check_line` sees each
-line already in the file and may refuse it (raise), e.g. an event of another
-configuration.
+On open, the file's complete lines are streamed back (a block at a time, never the
+whole file): `check_line` sees each and may refuse it (raise), e.g. an event of another
+configuration; with `key_of`, the key of each is remembered as a 16-byte digest, so a
+replay or a restart appends nothing twice while memory grows with the number of keys,
+not with the size of the file. A line longer than `INDEX_LINE_MAX_BYTES` is skipped
+unread (no line we write is that long; it is neither checked nor its key remembered).
+Without `key_of` and `check_line` nothing is read but the tail. A torn last line (a crash
+in the middle of a write) is cut off. `resume_offset` first truncates the file to a
+snapshot's offset (Bytewax recovery).
 
 A character device or a pipe (`/dev/null`, `/dev/stdout`, a FIFO) is a plain stream:
 nothing is read back, truncated or fsynced. Errors are one-line
@@ -15,10 +18,12 @@ nothing is read back, truncated or fsynced. Errors are one-line
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO, Final
 
 import orjson
 
@@ -26,6 +31,78 @@ from binloop.core.errors import OutputError, OutputWriteError
 
 KeyOf = Callable[[bytes], str | None]
 CheckLine = Callable[[bytes], None]
+
+READ_BLOCK_BYTES: Final = 1 << 20
+INDEX_LINE_MAX_BYTES: Final = 16 << 20
+
+
+class KeyIndex:
+    """A set of keys held as 16-byte blake2b digests (a 64-hex event id costs ~50 bytes
+    here instead of ~120 as a str); a collision is a 2**-128 event per pair."""
+
+    __slots__ = ("_digests",)
+
+    def __init__(self) -> None:
+        self._digests: set[bytes] = set()
+
+    @staticmethod
+    def _digest(key: str) -> bytes:
+        return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def add(self, key: str) -> None:
+        self._digests.add(self._digest(key))
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._digest(key) in self._digests
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+
+def complete_end(file: BinaryIO, limit: int) -> int:
+    """The offset just past the last newline before `limit` (0 if none), found by reading
+    backwards a block at a time."""
+    end = limit
+    while end > 0:
+        start = max(0, end - READ_BLOCK_BYTES)
+        file.seek(start)
+        block = file.read(end - start)
+        newline = block.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def stream_lines(file: BinaryIO, end: int, max_bytes: int | None = None) -> Iterator[bytes]:
+    """The lines of `file[:end]` (which ends with a newline, or is empty), without their
+    newline; a line longer than `max_bytes` (default `INDEX_LINE_MAX_BYTES`) is skipped
+    without being held in memory."""
+    if max_bytes is None:
+        max_bytes = INDEX_LINE_MAX_BYTES
+    file.seek(0)
+    carry: list[bytes] = []
+    carried = 0
+    oversized = False
+    done = 0
+    while done < end:
+        block = file.read(min(READ_BLOCK_BYTES, end - done))
+        if not block:
+            return
+        done += len(block)
+        start = 0
+        while (newline := block.find(b"\n", start)) >= 0:
+            piece = block[start:newline]
+            if not oversized and carried + len(piece) <= max_bytes:
+                yield b"".join([*carry, piece]) if carry else piece
+            carry, carried, oversized = [], 0, False
+            start = newline + 1
+        rest = block[start:]
+        carried += len(rest)
+        if oversized or carried > max_bytes:
+            carry, oversized = [], True
+        elif rest:
+            carry.append(rest)
 
 
 def event_key(line: bytes) -> str | None:
@@ -103,7 +180,7 @@ class JsonlFileWriter:
                  check_line: CheckLine | None = None) -> None:
         self.path = Path(path)
         self._key_of = key_of
-        self.keys: set[str] = set()
+        self.keys = KeyIndex()
         self._stream = is_stream(self.path)
         self._written = 0
         self._failed = False
@@ -114,31 +191,29 @@ class JsonlFileWriter:
         except OSError as exc:
             raise OutputError(f"cannot open {path} for writing: {_why(exc)}") from None
         if not self._stream:
-            self._recover(resume_offset, check_line)
+            try:
+                self._recover(resume_offset, check_line)
+            except BaseException:
+                self._file.close()
+                raise
 
     def _recover(self, resume_offset: int | None, check_line: CheckLine | None) -> None:
         try:
-            self._file.seek(0)
-            content = self._file.read()
+            size = self._file.seek(0, os.SEEK_END)
+            end = complete_end(self._file, size if resume_offset is None else
+                               min(resume_offset, size))
+            if self._key_of is not None or check_line is not None:
+                # Checked before the file is cut: a refused file is left as it was.
+                for line in stream_lines(self._file, end):
+                    if check_line is not None:
+                        check_line(line)
+                    if line and self._key_of is not None and (
+                            key := self._key_of(line)) is not None:
+                        self.keys.add(key)
         except OSError as exc:
-            self._file.close()
             raise OutputError(f"cannot read back {self.path}: {_why(exc)}") from None
-        end = len(content) if resume_offset is None else min(resume_offset, len(content))
-        end = content.rfind(b"\n", 0, end) + 1
-        lines = content[:end].splitlines()
-        if check_line is not None:
-            try:
-                for line in lines:
-                    check_line(line)
-            except Exception:
-                self._file.close()
-                raise
-        if end != len(content):
+        if end != size:
             self._file.truncate(end)
-        if self._key_of is not None:
-            for line in lines:
-                if (key := self._key_of(line)) is not None:
-                    self.keys.add(key)
         self._file.seek(end)
 
     def write(self, lines: Iterable[bytes]) -> int:

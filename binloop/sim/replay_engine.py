@@ -13,7 +13,8 @@ import importlib
 import importlib.util
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import polars as pl
@@ -88,6 +89,20 @@ def detect_events(loaded: Loaded, params: DetectionParams) -> list[BINEvent]:
     return detect(params, loaded.engine_input)
 
 
+def detect_thetas(loaded: Loaded, params: DetectionParams,
+                  thetas: Sequence[int]) -> dict[int, list[BINEvent]]:
+    """The events of every θ of `thetas` (other settings from `params`). The polars engine
+    computes a window's counts once for all θ; the reference engine, the spec, replays."""
+    if loaded.engine == "polars":
+        module = importlib.import_module(POLARS_MODULE)
+        found: dict[int, list[BINEvent]] = module.detect_thetas(loaded.engine_input, params,
+                                                                 thetas)
+        return found
+    # Each θ's own digest, as the polars engine's `detect_thetas` gives it by default.
+    return {theta: detect(replace(params, theta=theta, config_digest=""), loaded.engine_input)
+            for theta in thetas}
+
+
 def read_records(path: str, limits: RecordLimits) -> tuple[list[ToolInvocation], int]:
     """All valid records of `path` in arrival order, and the number of invalid ones
     (progress lines on stderr for large inputs)."""
@@ -132,10 +147,27 @@ def metrics_frame_from_polars(frame: Any) -> pl.DataFrame:
                                  .otherwise(pl.lit("s:")), session])
     else:
         session = pl.concat_str([pl.lit("i:"), session])
+    if "record" in data.columns and data["id"].null_count():
+        data = _with_content_ids(data)
     return data.select(
         row=pl.int_range(0, pl.len()), id=pl.col("id"),
         session=session, ts=pl.col("ts").cast(pl.Int64),
         tool=pl.col("tool"), failure_mode=pl.col("failure_mode"), outcome=pl.col("outcome"))
+
+
+def _with_content_ids(data: pl.DataFrame) -> pl.DataFrame:
+    """Ids for the rows with a failure mode that the polars loader left without one (it
+    computes a line's content hash only where used): the sweep matches events by id."""
+    module = importlib.import_module("binloop.engines.polars.read")
+    missing = data.with_row_index("_row").filter(pl.col("id").is_null()
+                                                 & pl.col("record").is_not_null())
+    ids = [module.record_of(text, mode)["id"] for text, mode in
+           missing.select("record", "failure_mode").iter_rows()]
+    filled = pl.Series("id", [None] * data.height, dtype=pl.String).scatter(
+        missing["_row"].cast(pl.Int64).to_list(), ids) if ids else None
+    if filled is None:
+        return data
+    return data.with_columns(id=pl.coalesce(pl.col("id"), filled))
 
 
 def _invalid_of(frame: Any) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import polars as pl
@@ -28,7 +28,7 @@ import polars as pl
 from binloop.core.detection import DetectionParams
 from binloop.core.events import BINEvent
 from binloop.core.window import WindowSpec
-from binloop.sim.replay_engine import Loaded, detect_events
+from binloop.sim.replay_engine import Loaded, detect_thetas
 
 KEY: Final = ("tool", "failure_mode")
 RUN: Final = ("window", "theta")
@@ -163,18 +163,22 @@ def _slices_per_session(counted: pl.DataFrame, thetas: Sequence[int],
 
 def run_sweep(loaded: Loaded, plan: SweepPlan, truth: pl.DataFrame,
               progress: bool = True) -> pl.DataFrame:
-    """Run the engine for each (window, θ) of the plan and score the events."""
-    runs: list[tuple[DetectionParams, list[BINEvent], float]] = []
-    all_runs = plan.runs()
+    """Run the engine once per window of the plan, for all its θ at once (a window's
+    counts do not depend on θ, only where a key fires does), and score the events.
+    `engine_s` of a (window, θ) is its share of the window's pass."""
+    by_run: dict[tuple[str, int], tuple[list[BINEvent], float]] = {}
     started = time.perf_counter()
-    for index, params in enumerate(all_runs, 1):
+    for window in plan.windows:
         begun = time.perf_counter()
-        events = detect_events(loaded, params)
-        runs.append((params, events, time.perf_counter() - begun))
+        found = detect_thetas(loaded, replace(plan.base, window=window), plan.thetas)
+        share = (time.perf_counter() - begun) / len(plan.thetas)
+        for theta, events in found.items():
+            by_run[(str(window), theta)] = (events, share)
         if progress:
-            print(f"sweep: {index}/{len(all_runs)} window {params.window} theta {params.theta}: "
-                  f"{len(events)} events ({time.perf_counter() - started:.1f}s)",
-                  file=sys.stderr, flush=True)
+            counts = ", ".join(f"θ={theta}: {len(found[theta])}" for theta in plan.thetas)
+            print(f"sweep: window {window}: {counts} events "
+                  f"({time.perf_counter() - started:.1f}s)", file=sys.stderr, flush=True)
+    runs = [(params, *by_run[(str(params.window), params.theta)]) for params in plan.runs()]
     return score(loaded.frame, truth, plan, runs)
 
 

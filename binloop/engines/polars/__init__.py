@@ -1,5 +1,6 @@
-"""The polars engine: FRICTION-DETECT over a whole replay at once, with expressions.
+"""The polars engine: FRICTION-DETECT over a replay, vectorised, a block at a time.
 
-``engine`` runs it; ``load`` reads files into a frame of valid records; ``detect`` applies the
-detection semantics to the frame (``windows`` and ``clock`` are its parts).
+``engine`` runs it (and serves sweeps); ``read`` validates blocks of lines into frames of
+valid records and dead letters; ``detect`` applies the detection semantics to them,
+carrying its state from one block to the next.
 """

@@ -1,47 +1,82 @@
-"""The polars engine: FRICTION-DETECT over a whole replay at once, vectorised.
+"""The polars engine: FRICTION-DETECT over a replay, vectorised, a block at a time.
 
 Same input, same output as the reference engine (`binloop.engines.reference`) and as
 `binloop.core.detection`, the executable spec: the same BINEvents (content and order), dead
-letters (reasons, positions, order), late records and counters. It is for fast replays (`binloop
-detect --engine polars`, :func:`run_polars`) and sweeps: load a file once with
-:func:`load_records`, then :func:`detect_frame` it under many parameter sets.
+letters (reasons, positions, order), late records and counters. Memory is bounded: the
+input is read and detected in blocks of lines (`binloop.engines.polars.read`), with the
+detection state carried from one block to the next (`binloop.engines.polars.detect`), so
+peak memory depends on the block size and the number of keys, not on the input's size.
 
-Parts: `binloop.engines.polars.load` and `binloop.engines.polars.proof` (reading: a fast path
-that proves lines valid, the reference parser for the rest), `binloop.engines.polars.detect`
-(detection: regular keys as column expressions, `binloop.engines.polars.windows`, the detector's
-clock, `binloop.engines.polars.clock`, and `binloop.core.detection.Detector` itself for
-irregular keys).
+For sweeps: load a file once with :func:`load_records`, then :func:`detect_frame` (one
+parameter set) or `detect_thetas` (every θ of one window in one pass).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterator
 
-import numpy as np
 import polars as pl
 
 from binloop.core.config import Config
 from binloop.core.detection import DetectionParams
 from binloop.core.events import BINEvent
-from binloop.core.schema import ToolInvocation
+from binloop.core.reading import DEFAULT_READ, ReadOptions
+from binloop.core.schema import DEFAULT_LIMITS, DeadLetter, RecordLimits, ToolInvocation
 from binloop.core.summary import Progress, RunSummary
-from binloop.engines.polars.detect import Detection, detect_rows
-from binloop.engines.polars.frame import record_of, records_frame
-from binloop.engines.polars.load import LoadedRecords, load_file, load_records
-from binloop.replay.inputs import READER_REJECT, STDIN, input_size, list_input_files, reader_chunks
+from binloop.engines.polars.detect import Detection, DetectState, detect_rows, detect_thetas
+from binloop.engines.polars.read import (
+    Block,
+    LoadedRecords,
+    OnProgress,
+    concat_blocks,
+    file_blocks,
+    record_of,
+    records_frame,
+)
+from binloop.replay.formats import AUTO
+from binloop.replay.inputs import (
+    READER_REJECT,
+    input_size,
+    list_input_files,
+    reader_chunks,
+)
 from binloop.replay.outputs import Outputs
 
-__all__ = ["Detection", "LoadedRecords", "detect_frame", "detect_rows", "load_records",
-           "records_frame", "run_polars"]
+__all__ = ["Detection", "LoadedRecords", "detect_frame", "detect_rows", "detect_thetas",
+           "load_records", "records_frame", "run_polars"]
+
+
+def load_records(path: str, limits: RecordLimits = DEFAULT_LIMITS,
+                 on_progress: OnProgress | None = None,
+                 input_format: str = AUTO,
+                 options: ReadOptions = DEFAULT_READ) -> LoadedRecords:
+    """Every record of `path` (a file, a directory of them, or - for stdin) in memory.
+
+    `on_progress(bytes_read, lines_read)` is called after each block, with totals so far."""
+    return concat_blocks(_blocks(path, limits, on_progress, input_format, options))
 
 
 def detect_frame(records: pl.DataFrame | LoadedRecords,
                  params: DetectionParams) -> list[BINEvent]:
     """The BINEvents of a frame of valid records in arrival order (see `load_records`)."""
     return detect_rows(records, params).events
+
+
+def _blocks(path: str, limits: RecordLimits, on_progress: OnProgress | None,
+            input_format: str = AUTO,
+            options: ReadOptions = DEFAULT_READ) -> Iterator[Block]:
+    bytes_before = lines_before = 0
+    for name in list_input_files(path, options.follow_symlinks):
+        done = 0
+        for block in file_blocks(name, limits, input_format=input_format, options=options):
+            done += block.lines
+            if on_progress is not None:
+                on_progress(bytes_before + block.done_bytes, lines_before + done)
+            yield block
+        lines_before += done
+        size = input_size(name, options.follow_symlinks)
+        bytes_before += size or 0
 
 
 # --- a replay, as `binloop detect --engine polars` ----------------------------------
@@ -55,68 +90,89 @@ def run_polars(config: Config) -> RunSummary:
     params, limits = config.detection(), config.record_limits()
     options = config.read_options()
     progress = Progress(input_size(config.input, options.follow_symlinks), config.progress)
-    files: list[LoadedRecords] = []
-    done_bytes = done_lines = 0
-    for name in list_input_files(config.input, options.follow_symlinks):
-        def report(file_bytes: int, file_lines: int, base: tuple[int, int] =
-                   (done_bytes, done_lines)) -> None:
-            progress.update(base[0] + file_bytes, base[1] + file_lines)
-        part = load_file(name, limits, report, config.input_format, options)
-        files.append(part)
-        done_bytes += _size(name)
-        done_lines += part.frame.height + len(part.dead) - part.damaged + part.blank
-    frame = pl.concat([f.frame for f in files]) if files else records_frame([])
-    detection = detect_rows(frame, params)
+    state = DetectState(params)
+    summary = RunSummary()
     outputs = Outputs(config)
+    rejects = _Rejects(outputs, config)
     try:
-        outputs.events(detection.events)
-        _write_rejects(outputs, files, frame, detection.late_rows, config)
+        for block in _blocks(config.input, limits, progress.update, config.input_format,
+                             options):
+            frame = block.loaded.frame
+            detection = state.detect(frame)
+            if detection.events:
+                outputs.events(detection.events)
+            rejects.add(block, detection.late_rows)
+            summary.records_read += (frame.height + len(block.loaded.dead)
+                                     if block.loaded.lines is None else block.loaded.lines)
+            summary.valid += frame.height
+            summary.invalid += len(block.loaded.dead)
+            summary.damaged_files += block.loaded.damaged
+            summary.ts_converted += block.loaded.ts_converted
+            summary.add_detector(detection.stats)
+        rejects.flush()
     finally:
         outputs.close()
-    read = sum(f.frame.height + len(f.dead) if f.lines is None else f.lines for f in files)
-    summary = RunSummary(records_read=read,
-                         valid=frame.height, invalid=sum(len(f.dead) for f in files),
-                         damaged_files=sum(f.damaged for f in files),
-                         ts_converted=sum(f.ts_converted for f in files))
-    summary.add_detector(detection.stats)
     summary.elapsed_s = time.perf_counter() - started
     return summary
 
 
-def _size(name: str) -> int:
-    return 0 if name == STDIN else Path(name).stat().st_size
-
-
-def _write_rejects(outputs: Outputs, files: list[LoadedRecords], frame: pl.DataFrame,
-                   late_rows: list[int], config: Config) -> None:
+class _Rejects:
     """Dead letters and late records in the order the reference engine writes them: chunk
-    by chunk (`batch_size` lines of one file), a chunk's dead letters before its lates."""
-    file_of = np.cumsum([f.frame.height for f in files])
-    late = [(int(np.searchsorted(file_of, row, side="right")), row) for row in late_rows]
-    late_records = {row: _late_record(frame, row) for _, row in late}
-    if config.late_out:
-        outputs.dead(letter for f in files for letter in f.dead)
-        outputs.late(late_records[row] for _, row in late)
-        return
-    order: list[tuple[int, int, int, int, Any]] = []
-    chunk_of: list[Callable[[int], int]] = []
-    for index, part in enumerate(files):
-        rejected = [int(d.position) for d in part.dead if d.reason.startswith(READER_REJECT)]
-        chunk_of.append(reader_chunks(rejected, config.batch_size))
-        for letter in part.dead:
+    by chunk (`batch_size` lines of one file, a line the reader refused opening a new
+    chunk: `binloop.replay.inputs.reader_chunks`), a chunk's dead letters before its
+    lates. A block's last chunk may go on in the next block: its rejects wait for it."""
+
+    def __init__(self, outputs: Outputs, config: Config) -> None:
+        self._outputs = outputs
+        self._batch = config.batch_size
+        self._separate = bool(config.late_out)
+        self._source: str | None = None
+        self._lines = 0  # lines of the current file in the blocks so far
+        self._refused: list[int] = []  # lines of the current file the reader refused
+        self._pending: list[tuple[int, int, DeadLetter | ToolInvocation]] = []
+
+    def add(self, block: Block, late_rows: list[int]) -> None:
+        frame = block.loaded.frame
+        late = [_late_record(frame, row) for row in late_rows]
+        if block.source != self._source:
+            self.flush()
+            self._source, self._lines, self._refused = block.source, 0, []
+        self._lines += block.lines
+        self._refused.extend(int(letter.position) for letter in block.loaded.dead
+                             if letter.reason.startswith(READER_REJECT))
+        if self._separate or (not late and not self._pending):
+            if block.loaded.dead:
+                self._outputs.dead(block.loaded.dead)
+            if late:
+                self._outputs.late(late)
+            return
+        for letter in block.loaded.dead:
             # A damaged file's letter ("byte N", "row N") comes after all of its lines.
             line = int(letter.position) if letter.position.isdigit() else 1 << 62
-            order.append((index, chunk_of[index](line), 0, line, letter))
-    lines = frame["line"]
-    for index, row in late:
-        line = int(lines[row])
-        order.append((index, chunk_of[index](line), 1, line, late_records[row]))
-    order.sort(key=lambda entry: entry[:4])
-    for entry in order:
-        if entry[2] == 0:
-            outputs.dead([entry[4]])
-        else:
-            outputs.late([entry[4]])
+            self._pending.append((0, line, letter))
+        lines = frame["line"]
+        for row, rec in zip(late_rows, late, strict=True):
+            self._pending.append((1, int(lines[row]), rec))
+        self._write(self._lines if self._lines else None)
+
+    def flush(self) -> None:
+        self._write(None)
+
+    def _write(self, open_line: int | None) -> None:
+        """Write what is pending but the chunk of `open_line` (None: everything)."""
+        chunk_of: Callable[[int], int] = reader_chunks(self._refused, self._batch)
+        keep = None if open_line is None else chunk_of(open_line)
+        order = sorted(((chunk_of(line), kind, line, item)
+                        for kind, line, item in self._pending), key=lambda entry: entry[:3])
+        self._pending = [(kind, line, item) for chunk, kind, line, item in order
+                         if chunk == keep]
+        for chunk, kind, _, item in order:
+            if chunk == keep:
+                continue
+            if kind == 0:
+                self._outputs.dead([item])  # type: ignore[list-item]
+            else:
+                self._outputs.late([item])  # type: ignore[list-item]
 
 
 def _late_record(frame: pl.DataFrame, row: int) -> ToolInvocation:
