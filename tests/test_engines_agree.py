@@ -126,7 +126,7 @@ def test_one_pass_for_every_theta_is_a_run_per_theta(lines: list[bytes],
     config = Config(**knobs)
     records = valid_records(lines)
     thetas = (1, 2, 3, 5)
-    digests = {theta: config.replace(theta=theta).config_digest() for theta in thetas}
-    got = detect_thetas(records_frame(records), config.detection(), thetas, digests)
+    # each θ's events carry that θ's configuration digest, as a run at that θ does
+    got = detect_thetas(records_frame(records), config.detection(), thetas)
     for theta, events in got.items():
         assert events == reference_detection(config.replace(theta=theta), records)[0]

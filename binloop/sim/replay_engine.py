@@ -98,8 +98,8 @@ def detect_thetas(loaded: Loaded, params: DetectionParams,
         found: dict[int, list[BINEvent]] = module.detect_thetas(loaded.engine_input, params,
                                                                  thetas)
         return found
-    # Each θ's own digest, as the polars engine's `detect_thetas` gives it by default.
-    return {theta: detect(replace(params, theta=theta, config_digest=""), loaded.engine_input)
+    # Each θ's own digest (DetectionParams derives it from its fields).
+    return {theta: detect(replace(params, theta=theta), loaded.engine_input)
             for theta in thetas}
 
 

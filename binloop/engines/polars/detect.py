@@ -30,7 +30,7 @@ fires at most once, with `arm_epoch` 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -133,14 +133,10 @@ def detect_rows(records: pl.DataFrame | LoadedRecords, params: DetectionParams) 
 
 
 def detect_thetas(records: pl.DataFrame | LoadedRecords, params: DetectionParams,
-                  thetas: Sequence[int], digests: Mapping[int, str] | None = None
-                  ) -> dict[int, list[BINEvent]]:
+                  thetas: Sequence[int]) -> dict[int, list[BINEvent]]:
     """The events of a whole frame for each θ (the other settings from `params`), in one
-    pass: a window's counts do not depend on θ, only where the key fires does.
-
-    `digests` is each θ's configuration digest (its events' `event_id` carries it, e.g.
-    `Config.replace(theta=θ).config_digest()`); default: the digest of each θ's
-    `DetectionParams` fields."""
+    pass: a window's counts do not depend on θ, only where the key fires does. Each θ's
+    events carry that θ's configuration digest (`DetectionParams` derives it)."""
     frame = records.frame if isinstance(records, LoadedRecords) else records
     state = DetectState(params)
     counted = state._counted(frame)
@@ -148,19 +144,13 @@ def detect_thetas(records: pl.DataFrame | LoadedRecords, params: DetectionParams
     counts = _window_counts(split.regular, params) if not split.regular.is_empty() else None
     out: dict[int, list[BINEvent]] = {}
     for theta in thetas:
-        run = DetectState(with_theta(params, theta, (digests or {}).get(theta, "")))
+        run = DetectState(replace(params, theta=theta))
         fired: list[tuple[int, BINEvent]] = []
         if counts is not None:
             fired.extend(_regular_fires(run, counts)[0])
         fired.extend(_irregular(run, split.irregular, split.transfer).fired)
         out[theta] = [event for _, event in sorted(fired, key=lambda f: f[0])]
     return out
-
-
-def with_theta(params: DetectionParams, theta: int, digest: str = "") -> DetectionParams:
-    """`params` at another θ, with `digest` as its configuration digest (empty: the
-    digest of its own fields, never the one of `params`' θ)."""
-    return replace(params, theta=theta, config_digest=digest)
 
 
 # --- one batch ---------------------------------------------------------------------------
