@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
-import polars as pl
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 GZ_SUFFIXES = (".jsonl.gz", ".ndjson.gz", ".json.gz")
@@ -90,10 +89,15 @@ class InputReader:
     """Reads one input (file, directory or stdin) as a sequence of chunks."""
 
     def __init__(self, path: str, batch_size: int, partition: str = "input",
-                 resume: ReadPosition | None = None) -> None:
+                 resume: ReadPosition | None = None, block_bytes: int | None = None) -> None:
+        """`batch_size` lines (or Parquet rows) per chunk; with `block_bytes`, a chunk of a
+        JSONL file is instead the lines of a block of about that many bytes (read and
+        split in C: a block decoder wants MiB blocks, and 1M lines read one by one in
+        Python cost as much as decoding them)."""
         self.files = list_input_files(path)
         self.partition = partition
         self.batch_size = batch_size
+        self.block_bytes = block_bytes
         self.position = resume or ReadPosition()
         self.start_seq = self.position.seq
         self.bytes_done = 0
@@ -131,7 +135,7 @@ class InputReader:
     def _cursor(self) -> _FileCursor:
         if self._file is None:
             name = self.files[self.position.file_index]
-            self._file = _open_cursor(name, self.position.offset)
+            self._file = _open_cursor(name, self.position.offset, self.block_bytes)
         return self._file
 
     def _done_before(self) -> int:
@@ -158,13 +162,16 @@ class _FileCursor(ABC):
 
 class _LineCursor(_FileCursor):
     def __init__(self, name: str, stream: IO[bytes] | gzip.GzipFile, offset: int,
-                 raw: IO[bytes] | None = None) -> None:
+                 raw: IO[bytes] | None = None, block_bytes: int | None = None) -> None:
         self.name = name
         self.offset = offset
         self._stream = stream
         self._raw = raw
+        self._block_bytes = block_bytes
 
     def read(self, n: int) -> list[RawItem]:
+        if self._block_bytes:
+            return self._read_block(self._block_bytes)
         # Blank lines stay in the chunk (as b"") so that line numbers stay exact.
         items: list[RawItem] = []
         for line in self._stream:
@@ -172,6 +179,25 @@ class _LineCursor(_FileCursor):
             items.append(line.rstrip(b"\r\n"))
             if len(items) == n:
                 break
+        return items
+
+    def _read_block(self, size: int) -> list[RawItem]:
+        """The whole lines of the next `size` bytes (and the rest of the last line): the
+        same lines as iterating, `\r\n` endings stripped the same way."""
+        data = self._stream.read(size)
+        if not data:
+            return []
+        items: list[Any] = data.split(b"\n")
+        self.offset += len(data)
+        rest = b""
+        if data.endswith(b"\n"):
+            items.pop()
+        else:
+            rest = self._stream.readline()
+            self.offset += len(rest)
+            items[-1] += rest[:-1] if rest.endswith(b"\n") else rest
+        if b"\r" in data or b"\r" in rest:
+            items = [line.rstrip(b"\r") for line in items]
         return items
 
     def bytes_read(self) -> int:
@@ -184,6 +210,8 @@ class _LineCursor(_FileCursor):
 
 class _ParquetCursor(_FileCursor):
     def __init__(self, name: str, offset: int) -> None:
+        import polars as pl  # only for Parquet: a JSONL replay does not pay its import
+
         self.name = name
         self.offset = offset
         self._frame = pl.read_parquet(name)
@@ -209,8 +237,8 @@ def _parquet_row(row: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _open_cursor(name: str, offset: int) -> _FileCursor:
-    if name == STDIN:
+def _open_cursor(name: str, offset: int, block_bytes: int | None = None) -> _FileCursor:
+    if name == STDIN:  # line by line: a block read would wait for a block of input
         return _LineCursor(name, sys.stdin.buffer, offset)
     kind = _kind(name)
     if kind == "parquet":
@@ -219,10 +247,10 @@ def _open_cursor(name: str, offset: int) -> _FileCursor:
         raw = open(name, "rb")  # noqa: SIM115 - owned by the cursor
         stream = gzip.GzipFile(fileobj=raw)
         _skip(stream, offset)
-        return _LineCursor(name, stream, offset, raw)
+        return _LineCursor(name, stream, offset, raw, block_bytes)
     plain = open(name, "rb")  # noqa: SIM115 - owned by the cursor
     plain.seek(offset)
-    return _LineCursor(name, plain, offset)
+    return _LineCursor(name, plain, offset, block_bytes=block_bytes)
 
 
 def _skip(stream: IO[bytes] | gzip.GzipFile, count: int) -> None:
