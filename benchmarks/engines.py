@@ -222,7 +222,7 @@ def summarise(runs: list[Run]) -> list[dict[str, Any]]:
                 "max_rss_mb": max(r.max_rss_mb for r in good),
                 "tree_rss_mb": max((r.tree_rss_mb or 0) for r in good),
                 "walls": [r.wall_s for r in mine]}
-        for name, row in medians.items():
+        for row in medians.values():
             for anchor in ANCHORS:
                 base = medians.get(anchor)
                 if base and "wall_s" in base and "wall_s" in row:

@@ -23,7 +23,7 @@ from bytewax.dataflow import Stream, operator
 from bytewax.operators import StatefulBatchLogic
 from typing_extensions import override
 
-from binloop.core.block_parse import MODE, TOOL, TS, BlockParser, Candidate, full_record
+from binloop.core.block_parse import BlockParser, Candidate, full_record
 from binloop.core.shard_snapshot import dump_shard, load_shard
 from binloop.detection import DetectionParams, Detector, DetectorStats, Key
 from binloop.events import BINEvent
@@ -122,7 +122,7 @@ class ShardRouter:
         if known is None:
             if len(self.known) >= self._remember:
                 self.known.clear()
-            key = self.params.key_of({"tool": tool, "failure_mode": mode})  # type: ignore
+            key = self.params.key_of({"tool": tool, "failure_mode": mode})
             known = self.known[(tool, mode)] = (shard_of(key, self.shards), key)
         return known
 
@@ -132,7 +132,7 @@ def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> l
     by_shard: dict[str, list[tuple[Key, Candidate]]] = {str(s): [] for s in range(router.shards)}
     known, route = router.known, router.route
     for cand in parsed.counted:
-        found = known.get((cand[TOOL], cand[MODE])) or route(cand[TOOL], cand[MODE])
+        found = known.get((cand[1], cand[2])) or route(cand[1], cand[2])  # tool, mode
         by_shard[found[0]].append((found[1], cand))
     out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq,
                                      parsed.max_ts))
@@ -247,7 +247,7 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
         detector, parser = self.state.detector, self._parser
         ignores, observe = detector.ignores, detector.observe
         for key, cand in records:
-            if ignores(key, cand[TS]):
+            if ignores(key, cand[3]):  # ts
                 continue
             rec = full_record(cand, parser)
             seen = observe(rec)

@@ -91,7 +91,6 @@ _HEX_LOWER: Final = b"0123456789abcdef"
 # (raw item, tool, failure mode, ts, session id). A tuple: a chunk holds hundreds of
 # thousands, and a tuple is made in a fraction of a dataclass's time.
 Candidate = tuple[Any, str, str, int, "int | str"]
-ITEM, TOOL, MODE, TS, SESSION = range(5)
 
 
 @dataclass(slots=True)
@@ -164,14 +163,14 @@ class BlockParser:
             return False
         out.valid, out.blank, out.max_ts = len(records), blank, max_ts
         counts = self.count_outcomes
-        out.counted = [(lines[i], rec.tool, rec.failure_mode, rec.ts, rec.session_id)
+        out.counted = [(lines[i], rec.tool, rec.failure_mode, rec.ts, rec.session_id)  # type: ignore[misc]
                        for i in compress(range(len(records)), modes)
                        if (rec := records[i]).outcome in counts]
         return True
 
     def _modes_normal(self, modes: set[str | None]) -> bool:
         modes.discard(None)
-        unknown = modes - self._normal_modes
+        unknown: set[str] = modes - self._normal_modes  # type: ignore[assignment]
         for mode in unknown:
             try:
                 if _check_failure_mode(mode, self.limits.taxonomy) != mode:
@@ -180,7 +179,7 @@ class BlockParser:
                 return False
             if len(self._normal_modes) >= self._modes_max:
                 self._normal_modes.clear()
-            self._normal_modes.add(mode)  # type: ignore[arg-type]
+            self._normal_modes.add(mode)
         return True
 
     # -- line by line ------------------------------------------------------------------
@@ -252,5 +251,5 @@ def _ids_lower_hex(records: list[_Record]) -> bool:
 
 def full_record(cand: Candidate, parser: RecordParser) -> Any:
     """The record as the schema gives it (args decoded, `id` computed when absent)."""
-    item = cand[ITEM]
+    item = cand[0]
     return parser.parse(item) if isinstance(item, bytes) else parser.validate(item)
