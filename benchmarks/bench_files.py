@@ -122,7 +122,7 @@ def _args(rng: random.Random, tool: str, n: int) -> dict[str, Any]:
     path = f"src/{rng.choice(_WORDS)}/{rng.choice(_WORDS)}_{n % 997}.py"
     return {"path": path, "cmd": f"pytest -q tests/test_{rng.choice(_WORDS)}.py -k {tool}",
             "cwd": "/workspace/app", "timeout_s": rng.randint(10, 600),
-            "note": _text(rng, 120, 320), "flags": {"verbose": n % 2 == 0, "retries": n % 4}}
+            "note": _text(rng, 40, 200), "flags": {"verbose": n % 2 == 0, "retries": n % 4}}
 
 
 def _realistic_lines(n: int, seed: int, invalid: bool) -> Any:

@@ -39,6 +39,9 @@ class RawChunk:
     items: list[RawItem]
     # The seq this reader started at (> 0 after a resume from recovery).
     start_seq: int = 0
+    # `b"\n".join(items)` when the reader read the lines as one block (a block decoder
+    # takes it as it is), else None.
+    block: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +117,7 @@ class InputReader:
                                              cursor.offset, self.position.line + len(items))
                 self.bytes_done = self._done_before() + cursor.bytes_read()
                 return RawChunk(self.partition, self.position.seq - 1, cursor.name, first_line,
-                                items, self.start_seq)
+                                items, self.start_seq, cursor.last_block)
             cursor.close()
             self._file = None
             self.position = ReadPosition(self.position.seq, self.position.file_index + 1)
@@ -148,6 +151,8 @@ class _FileCursor(ABC):
 
     name: str
     offset: int
+    # The last `read`'s items joined by b"\n", when they were read as one block.
+    last_block: bytes | None = None
 
     @abstractmethod
     def read(self, n: int) -> list[RawItem]:
@@ -184,20 +189,18 @@ class _LineCursor(_FileCursor):
     def _read_block(self, size: int) -> list[RawItem]:
         """The whole lines of the next `size` bytes (and the rest of the last line): the
         same lines as iterating, `\r\n` endings stripped the same way."""
+        self.last_block = None
         data = self._stream.read(size)
         if not data:
             return []
-        items: list[Any] = data.split(b"\n")
+        if not data.endswith(b"\n"):
+            data += self._stream.readline()
         self.offset += len(data)
-        rest = b""
-        if data.endswith(b"\n"):
-            items.pop()
-        else:
-            rest = self._stream.readline()
-            self.offset += len(rest)
-            items[-1] += rest[:-1] if rest.endswith(b"\n") else rest
-        if b"\r" in data or b"\r" in rest:
-            items = [line.rstrip(b"\r") for line in items]
+        block = data[:-1] if data.endswith(b"\n") else data
+        items: list[Any] = block.split(b"\n")
+        if b"\r" in block:
+            return [line.rstrip(b"\r") for line in items]
+        self.last_block = block
         return items
 
     def bytes_read(self) -> int:

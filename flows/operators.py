@@ -128,7 +128,7 @@ class ShardRouter:
 
 
 def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> list[Any]:
-    parsed = parser.parse(chunk.items, chunk.source, chunk.first_line)
+    parsed = parser.parse(chunk.items, chunk.source, chunk.first_line, chunk.block)
     by_shard: dict[str, list[tuple[Key, Candidate]]] = {str(s): [] for s in range(router.shards)}
     known, route = router.known, router.route
     for cand in parsed.counted:

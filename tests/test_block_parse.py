@@ -208,3 +208,30 @@ def test_a_record_split_over_two_lines_beside_two_records_on_one_line() -> None:
     lines = [first[:cut], first[cut:], second + b" " + third]
     assert block_view(lines, COUNTS, RecordLimits()) == spec_view(lines, COUNTS, RecordLimits())
     assert block_view(lines, COUNTS, RecordLimits())[2] == 0
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from([b"{}", b"", b"a\r", b"\r", b"xy", b"z\r\r", b"\xff"]),
+                max_size=30), st.booleans(), st.integers(1, 12))
+def test_block_reads_give_the_lines_of_line_reads(parts: list[bytes], newline_at_end: bool,
+                                                  block_bytes: int) -> None:
+    """A file read in blocks: the same lines (and positions) as read line by line, and
+    the block handed over is exactly those lines joined."""
+    import tempfile
+
+    from binloop.inputs import InputReader
+
+    data = b"\n".join(parts) + (b"\n" if newline_at_end and parts else b"")
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
+        handle.write(data)
+        handle.flush()
+        by_line = [c.items for c in InputReader(handle.name, 4)]
+        chunks = list(InputReader(handle.name, 4, block_bytes=block_bytes))
+    assert [i for c in chunks for i in c.items] == [i for items in by_line for i in items]
+    for chunk in chunks:
+        assert chunk.block is None or chunk.block == b"\n".join(chunk.items)  # type: ignore
+    assert [c.first_line for c in chunks] == [
+        1 + sum(len(c.items) for c in chunks[:n]) for n in range(len(chunks))]
+    for chunk in chunks:
+        assert BlockParser(COUNTS, RecordLimits()).parse(chunk.items, "s", 1, chunk.block) == \
+            BlockParser(COUNTS, RecordLimits()).parse(chunk.items, "s", 1)

@@ -118,12 +118,13 @@ class BlockParser:
         self.blocks_by_line = 0
 
     def parse(self, items: Sequence[bytes | dict[str, Any]], source: str,
-              first_line: int) -> BlockResult:
+              first_line: int, block: bytes | None = None) -> BlockResult:
         """The chunk's records: one decoder call for a clean block of lines, else line
-        by line (decoder, then the schema for what the decoder refuses)."""
+        by line (decoder, then the schema for what the decoder refuses). `block`, when
+        given, is `b"\n".join(items)`."""
         out = BlockResult()
         if items and type(items[0]) is bytes and \
-                self._fast_block(items, out):  # type: ignore[arg-type]
+                self._fast_block(items, out, block):  # type: ignore[arg-type]
             self.blocks_fast += 1
             return out
         self.blocks_by_line += 1
@@ -133,7 +134,8 @@ class BlockParser:
 
     # -- one call per block ------------------------------------------------------------
 
-    def _fast_block(self, items: Sequence[bytes], out: BlockResult) -> bool:
+    def _fast_block(self, items: Sequence[bytes], out: BlockResult,
+                    block: bytes | None) -> bool:
         lines = items
         blank = items.count(b"")
         if blank:
@@ -141,7 +143,8 @@ class BlockParser:
         if not lines:
             out.blank = blank
             return True
-        block = b"\n".join(lines)
+        if block is None or blank:
+            block = b"\n".join(lines)
         if not (block[:1] == b"{" and block[-1:] == b"}"
                 and block.count(b"}\n{") == len(lines) - 1
                 and max(map(len, lines)) <= LINE_MAX_BYTES
@@ -157,7 +160,7 @@ class BlockParser:
         if max_ts > _future_bound(self.limits.max_future_skew_ms):
             return False
         modes = list(map(_MODE, records))  # failure modes are non-empty: None is the only false
-        if not self._modes_normal(set(modes)):
+        if not self._modes_normal(set(compress(modes, modes))):
             return False
         if not _ids_lower_hex(records):
             return False
