@@ -147,7 +147,7 @@ class BlockParser:
             block = b"\n".join(lines)
         if not (block[:1] == b"{" and block[-1:] == b"}"
                 and block.count(b"}\n{") == len(lines) - 1
-                and max(map(len, lines)) <= LINE_MAX_BYTES
+                and _lines_within_limit(block, lines)
                 and _is_utf8(block)):
             return False
         try:
@@ -235,6 +235,14 @@ class BlockParser:
                 or not _ids_lower_hex([rec])):
             return None
         return rec
+
+
+def _lines_within_limit(block: bytes, lines: Sequence[bytes]) -> bool:
+    """No line is longer than LINE_MAX_BYTES (the lines before the last fit in one such
+    span when blocks are read at most that big: then only the last needs looking at)."""
+    if len(block) - len(lines[-1]) <= LINE_MAX_BYTES:
+        return len(lines[-1]) <= LINE_MAX_BYTES
+    return max(map(len, lines)) <= LINE_MAX_BYTES
 
 
 def _is_utf8(block: bytes) -> bool:
