@@ -37,7 +37,8 @@ def test_engines_bench_runs_anchors_and_engines_on_every_file(tmp_path: Path) ->
     out = tmp_path / "out"
     code = main(["bench", "engines", "--records", "3000", "--rounds", "2", "--out", str(out),
                  "--workdir", str(tmp_path / "work"),
-                 "--runs", "plain,msgspec,polars,reference,bytewax-1w,bytewax-2p"])
+                 "--runs", "plain,msgspec,polars,reference,bytewax-1w,bytewax-2p",
+                 "--state-records", "800,200"])
     assert code == 0
     result = orjson.loads((out / "engines.json").read_bytes())
     rows = {(r["file"].split("-")[0], r["name"]): r for r in result["rows"]}
@@ -54,4 +55,7 @@ def test_engines_bench_runs_anchors_and_engines_on_every_file(tmp_path: Path) ->
     assert rows[("anchor", "bytewax-2p")]["tree_rss_mb"] > rows[("anchor", "bytewax-2p")][
         "max_rss_mb"]  # two processes summed
     assert "| file | run |" in (out / "engines.md").read_text()
+    assert [s["name"] for s in result["startup"]] == ["reference", "bytewax-1w", "bytewax-2p"]
+    assert [s["records"] for s in result["state"]] == [800, 200]
+    assert all(s["exit_code"] == 0 and s["max_rss_mb"] > 10 for s in result["state"])
     assert not list(Path.cwd().glob("*.jsonl"))  # generated files stay in the workdir
