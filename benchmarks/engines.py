@@ -19,6 +19,11 @@ Files (`benchmarks.bench_files`, generated under `--workdir`, default
 ~/.cache/binloop/bench, never in the repository): `anchor`, `realistic`, `invalid` (10%
 invalid lines; the polars anchor cannot read it, so there the plain and msgspec anchors
 are the comparison).
+
+Also measured: `startup`, each engine on an empty file (what interpreter start and
+imports cost; shown, never subtracted); and with `--state-records BIG,SMALL`, bounded
+state: the bytewax engine on streams where every record is a failure of a new key
+(`binloop simulate --profile distinct`), whose peak RSS must not grow with the keys.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ ENGINES: Final = ("reference", "bytewax-1w", "bytewax-2p", "polars-engine")
 DETECT_FLAGS: Final = ("--window", "global", "--theta", "3")
 DEFAULT_WORKDIR: Final = Path.home() / ".cache" / "binloop" / "bench"
 DEFAULT_OUT: Final = Path("benchmarks/results/engines")
+_RUN_FIELDS: Final = ("name", "file", "round", "wall_s", "cpu_s", "max_rss_mb", "void",
+                      "load_before")
 
 
 @dataclass
@@ -72,14 +79,15 @@ def engine_flags(name: str) -> list[str]:
             "polars-engine": ["--engine", "polars"]}[name]
 
 
-def command(name: str, path: Path, work: Path, anchors: Path | None) -> list[str]:
+def command(name: str, path: Path, work: Path, anchors: Path | None,
+            detect_flags: tuple[str, ...] = DETECT_FLAGS) -> list[str]:
     if name in ANCHORS:
         assert anchors is not None
         return [sys.executable, str(anchors), name, str(path)]
     return [sys.executable, "-m", "binloop.cli", "detect", "--input", str(path),
             "--out", str(work / f"events-{name}.jsonl"),
             "--dead-letter", str(work / f"dead-{name}.jsonl"), "--no-progress",
-            *DETECT_FLAGS, *engine_flags(name)]
+            *detect_flags, *engine_flags(name)]
 
 
 def measure(argv: list[str]) -> dict[str, Any]:
@@ -129,11 +137,12 @@ def _tree_rss(proc: Any) -> int:
     return total
 
 
-def run_one(name: str, path: Path, work: Path, anchors: Path | None, round_no: int) -> Run:
+def run_one(name: str, path: Path, work: Path, anchors: Path | None, round_no: int,
+            detect_flags: tuple[str, ...] = DETECT_FLAGS) -> Run:
     load = os.getloadavg()[0]
     for stale in (work / f"events-{name}.jsonl", work / f"dead-{name}.jsonl"):
         stale.unlink(missing_ok=True)
-    got = measure(command(name, path, work, anchors))
+    got = measure(command(name, path, work, anchors, detect_flags))
     records = invalid = events = 0
     ids = ""
     if name in ANCHORS:
@@ -232,7 +241,8 @@ def summarise(runs: list[Run]) -> list[dict[str, Any]]:
 
 
 def bench(files: list[str], records: int, workdir: Path, rounds: int, runners: list[str],
-          anchors: Path | None, seed: int, say: Any) -> dict[str, Any]:
+          anchors: Path | None, seed: int, say: Any,
+          state_records: tuple[int, ...] = ()) -> dict[str, Any]:
     runs: list[Run] = []
     notes = []
     if anchors is None:
@@ -254,14 +264,34 @@ def bench(files: list[str], records: int, workdir: Path, rounds: int, runners: l
                     + (f"  FAILED: {run.void}" if run.void else ""))
                 runs.append(run)
     check_rounds(runs)
+    startup = []
+    empty = workdir / "empty.jsonl"
+    empty.write_bytes(b"")
+    for name in [n for n in runners if n in ENGINES]:
+        got = run_one(name, empty, workdir, None, 1)
+        startup.append({"name": name, "cpu_s": got.cpu_s, "wall_s": got.wall_s,
+                        "max_rss_mb": got.max_rss_mb})
+    state = []
+    for count in state_records:
+        path = workdir / f"distinct-{count}.jsonl"
+        if not path.exists():
+            subprocess.run([sys.executable, "-m", "binloop.cli", "simulate", "--profile",
+                            "distinct", "--records", str(count), "--out", str(path)],
+                           check=True, capture_output=True)
+        # the default (session) window: a global window keeps every key by design
+        got = run_one("bytewax-1w", path, workdir, None, 1, ())
+        state.append({"records": count, "wall_s": got.wall_s, "max_rss_mb": got.max_rss_mb,
+                      "exit_code": got.exit_code})
+        say(f"bounded state: {count:,} distinct keys, peak RSS {got.max_rss_mb:.0f} MB")
     if "invalid" in files and anchors is not None:
         notes.append("invalid file: compared with the plain and msgspec anchors (polars' "
                      "JSON reader raises on the first bad line)")
     return {"files": files, "records": records, "rounds": rounds, "cpu_count": os.cpu_count(),
             "load_avg_before": [round(x, 2) for x in load_start],
             "load_avg_after": [round(x, 2) for x in os.getloadavg()],
-            "notes": notes, "rows": summarise(runs), "runs": [asdict(r) for r in runs],
-            "void_runs": sum(1 for r in runs if r.void),
+            "notes": notes, "rows": summarise(runs),
+            "runs": [{k: v for k, v in asdict(r).items() if k in _RUN_FIELDS} for r in runs],
+            "void_runs": sum(1 for r in runs if r.void), "startup": startup, "state": state,
             "command": "binloop bench engines " + " ".join(sys.argv[3:])}
 
 
@@ -287,7 +317,14 @@ def markdown(result: dict[str, Any]) -> str:
             f"{r.get('vs_polars', '-')} | {r['events']} | {r['invalid']} | "
             f"{r['void']}/{r['rounds']}{': ' + r['failure'] if r['failure'] else ''} |")
     lines += ["", f"Void runs (events differ from the anchors'/reference's, or a crash): "
-              f"{result['void_runs']}.", "", f"Reproduce: `{result['command']}`"]
+              f"{result['void_runs']}.", "",
+              "Start-up (an empty file; included above, not subtracted): " + ", ".join(
+                  f"{s['name']} {s['cpu_s']:.2f} CPU-s" for s in result.get("startup", [])) + "."]
+    if result.get("state"):
+        lines += ["", "Bounded state (bytewax, 1 worker, every record a failure of a new key): "
+                  + ", ".join(f"{s['records']:,} keys {s['max_rss_mb']:.0f} MB"
+                              for s in result["state"]) + "."]
+    lines += ["", f"Reproduce: `{result['command']}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -314,6 +351,9 @@ def register_bench(subparsers: Any) -> None:
     parser.add_argument("--anchors", metavar="PATH",
                         help="anchors.py (default: ../shared/bench/anchors.py)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--state-records", default="", metavar="BIG,SMALL",
+                        help="also replay every-record-a-new-key streams of these sizes "
+                             "(bounded state)")
     parser.set_defaults(func=run)
 
 
@@ -330,9 +370,12 @@ def run(args: argparse.Namespace) -> int:
         if not polars_engine_available():
             runners.remove("polars-engine")
     anchors = anchors_script(args.anchors)
+    state = tuple(int(v) for v in args.state_records.split(",") if v)
     result = bench(files, args.records, Path(args.workdir), args.rounds, runners, anchors,
                    args.seed, lambda text: print(f"bench engines: {text}", file=sys.stderr,
-                                                  flush=True))
+                                                  flush=True), state)
+    if any(s["exit_code"] for s in result["state"]):
+        return 1
     write(Path(args.out), result)
     print(markdown(result))
     return 1 if result["void_runs"] else 0
