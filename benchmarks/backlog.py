@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from benchmarks.paper import PAPER_BIN_PEAK, PAPER_DEFERRAL_AT_100
+from binloop.sim.paper import PAPER_BIN_PEAK, PAPER_DEFERRAL_AT_100
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ def _mean_curves(curves: pl.DataFrame) -> pl.DataFrame:
 
 
 def plot(out_dir: Path, base: BacklogParams, runs: int, seed: int) -> str:
-    from benchmarks.plotting import pyplot, save
+    from binloop.sim.plotting import pyplot, save
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))

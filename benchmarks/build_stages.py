@@ -23,12 +23,12 @@ from typing import Any
 
 import orjson
 
-from binloop.detection import DetectionParams, detect
-from binloop.events import BINEvent
-from binloop.schema import parse_record
+from binloop.core.detection import DetectionParams, detect
+from binloop.core.events import BINEvent
+from binloop.core.schema import parse_record
+from binloop.library.store import ToolLibrary
 from pipeline_runner.control import LogControl
 from pipeline_runner.designers.offline import OfflineDesigner
-from pipeline_runner.library import ToolLibrary
 from pipeline_runner.runner import BuildRunner
 from pipeline_runner.stages import STAGES
 from pipeline_runner.targets import Target, load_target

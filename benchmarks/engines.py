@@ -365,7 +365,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown or args.records < 1 or args.rounds < 1:
         raise ValueError(f"unknown --files/--runs {unknown} or --records/--rounds < 1")
     if "polars-engine" in runners:
-        from benchmarks.replay_engine import polars_engine_available
+        from binloop.sim.replay_engine import polars_engine_available
 
         if not polars_engine_available():
             runners.remove("polars-engine")

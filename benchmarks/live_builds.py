@@ -29,9 +29,9 @@ from typing import Any
 import orjson
 from nats.js.errors import NotFoundError
 
-from binloop.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
-from binloop.nats_server import NatsServer
-from binloop.publish import messages, publish_messages
+from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
+from binloop.nats.publish import messages, publish_messages
+from binloop.nats.server import NatsServer
 
 
 def telemetry(records: int, keys: int) -> list[bytes]:

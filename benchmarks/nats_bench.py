@@ -3,7 +3,7 @@
 * (a) the raw ceiling: nats-py reading the whole pre-filled stream (one consumer per
   partition), no processing: stock ordered consumers with a counting callback, and
   binloop's pull consumers on nats-py drained without the dataflow; the faster is (a).
-  Beside it, binloop's own wire reader (`binloop.nats_wire`, what the job reads with)
+  Beside it, binloop's own wire reader (`binloop.nats.wire`, what the job reads with)
   drained the same way: the transport's ceiling;
 * (b) the live job (`flows.live`, in this process, one worker) on the same stream,
   one record per message: records/s from its first record to its last; and the same
@@ -43,15 +43,15 @@ from typing import Any
 import orjson
 from nats.aio.msg import Msg
 
-from binloop.config import Config, load_config
-from binloop.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
-from binloop.nats_consumer import OrderedConsumer
-from binloop.nats_wire import WireConnection
-from binloop.publish import Message, messages, publish_messages
-from binloop.schema import dumps_record, validate_record
-from binloop.subjects import partition_prefix
-from binloop.summary import RunSummary
-from binloop.wire_consumer import WireOrderedConsumer
+from binloop.core.config import Config, load_config
+from binloop.core.schema import dumps_record, validate_record
+from binloop.core.summary import RunSummary
+from binloop.nats.consumer import OrderedConsumer
+from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
+from binloop.nats.publish import Message, messages, publish_messages
+from binloop.nats.subjects import partition_prefix
+from binloop.nats.wire import WireConnection
+from binloop.nats.wire_consumer import WireOrderedConsumer
 
 GOALS = {"b_over_a": 0.9, "c_records_per_s": 500_000, "latency_p99_ms": 100.0}
 
@@ -166,7 +166,7 @@ async def _raw_ordered_callback(url: str, stream: str, prefix: str, partitions: 
 
 async def _raw_pull_drain(url: str, stream: str, prefix: str, partitions: int,
                           expected: int) -> dict[str, float]:
-    """nats-py through binloop's consumer (`binloop.nats_consumer`, the source's way of
+    """nats-py through binloop's consumer (`binloop.nats.consumer`, the source's way of
     reading: one pull consumer per partition, bounded requests in flight), records
     counted and dropped: the transport without the dataflow."""
     nc = await connect(url, "bench-raw", 10)
@@ -191,7 +191,7 @@ async def _raw_pull_drain(url: str, stream: str, prefix: str, partitions: int,
 
 def _raw_wire_drain(url: str, stream: str, prefix: str, partitions: int,
                     expected: int) -> dict[str, float]:
-    """binloop's wire reader (`binloop.nats_wire`, the job's transport): one pull
+    """binloop's wire reader (`binloop.nats.wire`, the job's transport): one pull
     consumer per partition on one connection, records counted and dropped."""
     conn = WireConnection(url, "bench-raw", 10)
     try:
@@ -428,7 +428,7 @@ class ServerCpu:
 
 
 def run_bench(args: BenchArgs) -> dict[str, Any]:
-    from binloop.nats_server import NatsServer
+    from binloop.nats.server import NatsServer
 
     args.out.mkdir(parents=True, exist_ok=True)
     server = None if args.nats else NatsServer(max_payload=16 << 20).start()

@@ -53,12 +53,12 @@ def same_outputs(out: Path) -> bool:
 
 def sweep_seconds(path: Path) -> dict[str, float]:
     """One load then 15 parameter sets, for each engine's own replay API."""
-    from binloop.config import Config
-    from binloop.detection import detect
-    from binloop.ingest import parse_chunk
-    from binloop.inputs import InputReader
-    from binloop.polars_engine import detect_frame, load_records
-    from binloop.window import WindowSpec
+    from binloop.core.config import Config
+    from binloop.core.detection import detect
+    from binloop.core.window import WindowSpec
+    from binloop.engines.polars.engine import detect_frame, load_records
+    from binloop.replay.ingest import parse_chunk
+    from binloop.replay.inputs import InputReader
 
     settings = [Config(theta=t, window=WindowSpec.parse(w)).detection()
                 for t in range(1, 6) for w in SWEEP_WINDOWS]

@@ -30,10 +30,11 @@ from bytewax.dataflow import Dataflow
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
-from binloop.jetstream import StreamSpec, ensure_stream
-from binloop.nats_consumer import OrderedConsumer
-from binloop.nats_link import acquire_link, release_link
-from flows.nats_source import stop_requested
+from binloop.core.config import default
+from binloop.nats.consumer import OrderedConsumer
+from binloop.nats.jetstream import StreamSpec, ensure_stream
+from binloop.nats.link import acquire_link, release_link
+from binloop.ops.shutdown import stop_requested
 from flows.operators import Disarm, Rearm, ShardInput, shard_of
 
 log = logging.getLogger("binloop.nats")
@@ -44,7 +45,7 @@ Control = Rearm | Disarm
 class ControlSettings:
     url: str
     stream: StreamSpec
-    prefix: str = "bin.builds"
+    prefix: str = default("builds_subject_prefix")
     busy: Callable[[], bool] | None = None
     # A token that changes while the job still reads telemetry (e.g. records read).
     progress: Callable[[], object] | None = None
@@ -73,7 +74,8 @@ class _ControlPartition(StatefulSourcePartition[Control, int]):
         self._link.run(ensure_stream(self._link.js, settings.stream, settings.manage_stream))
         filters = [f"{settings.prefix}.result.>", f"{settings.prefix}.rearm.>"]
         self._consumer = OrderedConsumer(self._link.nc, self._link.js, settings.stream.name,
-                                         filters, resume or 0, "build-controls")
+                                         filters, resume or 0, "build-controls",
+                                         api_prefix=self._link.api_prefix)
         self._quiet_since = time.monotonic()
         self._progress: object = None
         self._awake: datetime | None = None

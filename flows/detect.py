@@ -2,7 +2,7 @@
 
 Run it as `python -m bytewax.run flows.detect:flow` (add `-w`, `-i`, `-a`, `-r` as for
 any Bytewax flow); it is configured by `BINLOOP_*` variables or `BINLOOP_CONFIG`
-(see `binloop.config`). `binloop detect --engine bytewax` does this for you.
+(see `binloop.core.config`). `binloop detect --engine bytewax` does this for you.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import bytewax.operators as op
 from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import Source
 
-from binloop.config import Config, load_config
-from binloop.detection import DetectorStats
-from binloop.events import BINEvent, dumps_event
-from binloop.inputs import RawChunk
-from binloop.jsonl import event_key
-from binloop.logs import json_line
-from binloop.outputs import dumps_dead, late_letter
-from binloop.schema import DeadLetter, ToolInvocation, dumps_record
+from binloop.core.config import Config, load_config
+from binloop.core.detection import DetectorStats
+from binloop.core.events import BINEvent, dumps_event
+from binloop.core.logs import json_line
+from binloop.core.schema import DeadLetter, ToolInvocation, dumps_record
+from binloop.replay.inputs import RawChunk
+from binloop.replay.jsonl import event_key
+from binloop.replay.outputs import dumps_dead, late_letter, same_configuration
 from flows.file_source import TelemetryFileSource
 from flows.operators import (
     DetectOut,
@@ -77,23 +77,33 @@ def add_detector(
 def write_events(events: Stream[BINEvent], config: Config) -> None:
     """BINEvents to `config.out` (idempotent on event_id) or stdout."""
     lines = op.map("encode_events", events, lambda e: (e["event_id"], dumps_event(e)))
-    sink = JsonlFileSink(config.out, event_key) if config.out else StdOutLinesSink()
+    check = same_configuration(config.out, config.detection().describe()) if config.out else None
+    sink = (JsonlFileSink(config.out, event_key, mkdirs=config.mkdirs, check_line=check,
+                          defer_errors=in_process(config))
+            if config.out else StdOutLinesSink())
     op.output("events_out", lines, sink)
 
 
 def _write_rejects(dead: Stream[DeadLetter], late: Stream[ToolInvocation], config: Config) -> None:
     if config.late_out:
         late_lines = op.map("encode_late", late, lambda r: (r["id"], dumps_record(r)))
-        op.output("late_out", late_lines, JsonlFileSink(config.late_out))
+        op.output("late_out", late_lines, JsonlFileSink(config.late_out, mkdirs=config.mkdirs,
+                                                           defer_errors=in_process(config)))
     else:
         dead = op.merge("dead_and_late", dead, op.map("late_as_dead", late, late_letter))
     if config.dead_letter:
         lines = op.map("encode_dead", dead, lambda d: ("dead", dumps_dead(d)))
-        op.output("dead_letter_out", lines, JsonlFileSink(config.dead_letter))
+        op.output("dead_letter_out", lines, JsonlFileSink(config.dead_letter, mkdirs=config.mkdirs,
+                                                                defer_errors=in_process(config)))
     else:
         encode = _dead_log_line if config.log_format == "json" else _dead_text_line
         lines = op.map("encode_dead", dead, lambda d: ("dead", encode(d)))
         op.output("dead_letter_out", lines, StdOutLinesSink(stderr=True))
+
+
+def in_process(config: Config) -> bool:
+    """Whether the replay runs in the caller's process (which reports deferred errors)."""
+    return config.processes == 1
 
 
 def _dead_text_line(letter: DeadLetter) -> bytes:
@@ -111,7 +121,8 @@ def build_flow(config: Config, source: Source[RawChunk] | None = None) -> Datafl
     if source is None:
         if not config.input:
             raise ValueError("no input: set --input / BINLOOP_INPUT")
-        source = TelemetryFileSource(config.input, config.batch_size, config.progress)
+        source = TelemetryFileSource(config.input, config.batch_size, config.progress,
+                                     config.input_format, config.read_options())
     flow = Dataflow("binloop_detect")
     chunks = op.input("telemetry", flow, source)
     write_events(add_detector(chunks, config), config)

@@ -19,8 +19,15 @@ from typing import Any, Final
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
 
-from binloop.inputs import InputReader, RawChunk, ReadPosition, input_size
-from binloop.summary import Progress
+from binloop.core.config import default
+from binloop.core.reading import DEFAULT_READ, ReadOptions
+from binloop.core.summary import Progress
+from binloop.replay.inputs import (
+    InputReader,
+    RawChunk,
+    ReadPosition,
+    input_size,
+)
 
 POSITION_FORMAT: Final = "binloop.read/2"
 
@@ -67,10 +74,14 @@ class _FilePartition(StatefulSourcePartition[RawChunk, Any]):
 class TelemetryFileSource(FixedPartitionedSource[RawChunk, Any]):
     """Chunks of raw lines of a file, a directory (files in name order) or stdin (`-`)."""
 
-    def __init__(self, path: str, batch_size: int = 4096, progress: bool = False) -> None:
+    def __init__(self, path: str, batch_size: int = default("batch_size"),
+                 progress: bool = False, input_format: str = "auto",
+                 options: ReadOptions = DEFAULT_READ) -> None:
         self._path = path
+        self._input_format = input_format
         self._batch_size = batch_size
         self._progress = progress
+        self._options = options
 
     @override
     def list_parts(self) -> list[str]:
@@ -81,5 +92,6 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, Any]):
                    resume_state: Any | None) -> _FilePartition:
         resume = None if resume_state is None else position_from_plain(resume_state)
         reader = InputReader(self._path, self._batch_size, for_part, resume,
-                             block_bytes=self._batch_size * 256)
-        return _FilePartition(reader, Progress(input_size(self._path), self._progress))
+                             self._input_format, self._options, whole_blocks=True)
+        size = input_size(self._path, self._options.follow_symlinks)
+        return _FilePartition(reader, Progress(size, self._progress))

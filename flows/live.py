@@ -6,7 +6,7 @@ BINEvents go to the JetStream stream `BIN_EVENTS` on `bin.events.{tool}.{failure
 
 Run it with `binloop run --nats URL --no-build`, or as
 `python -m bytewax.run flows.live:flow` (configured by `BINLOOP_*` variables or
-`BINLOOP_CONFIG`, see `binloop.config`); add `-r DIR -s SECS -b SECS` for recovery.
+`BINLOOP_CONFIG`, see `binloop.core.config`); add `-r DIR -s SECS -b SECS` for recovery.
 
 Hooks for the build runner: `build_flow(config, controls=..., on_events=...)` takes a
 factory of the keyed `Rearm`/`Disarm` command stream (routed by
@@ -15,27 +15,25 @@ factory of the keyed `Rearm`/`Disarm` command stream (routed by
 
 from __future__ import annotations
 
-import logging
-import signal
-import threading
 from collections.abc import Callable
-from types import FrameType
 from typing import Any, cast
 
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import Source
 
-from binloop.config import Config, load_config
-from binloop.events import BINEvent, dumps_event
-from binloop.inputs import RawChunk
-from binloop.jetstream import StreamSpec, telemetry_stream_spec
-from binloop.jsonl import event_key
-from binloop.logs import current_format, setup_logging
-from binloop.metrics import record_counters
-from binloop.schema import DeadLetter
+from binloop.core.config import Config, load_config
+from binloop.core.events import BINEvent, dumps_event
+from binloop.core.logs import configure_logging
+from binloop.core.schema import DeadLetter
+from binloop.nats.jetstream import StreamSpec, telemetry_stream_spec
+from binloop.ops.metrics import record_counters
+from binloop.ops.shutdown import install_stop_handlers, stop_requested
+from binloop.replay.inputs import RawChunk
+from binloop.replay.jsonl import event_key
+from binloop.replay.outputs import same_configuration
 from flows.detect import add_detector
-from flows.nats_source import NatsSourceSettings, NatsTelemetrySource, SourceItem, stop_requested
+from flows.nats_source import NatsSourceSettings, NatsTelemetrySource, SourceItem
 from flows.operators import Seed, ShardInput
 from sinks.jsonl_file import JsonlFileSink
 from sinks.nats_events import NatsEventSettings, NatsEventSink
@@ -83,7 +81,9 @@ def write_live_events(events: Stream[BINEvent], config: Config) -> None:
     op.output("events_nats", events, NatsEventSink(event_settings(config), stop_requested))
     if config.events_out:
         lines = op.map("encode_events", events, lambda e: (e["event_id"], dumps_event(e)))
-        op.output("events_file", lines, JsonlFileSink(config.events_out, event_key))
+        check = same_configuration(config.events_out, config.detection().describe())
+        op.output("events_file", lines, JsonlFileSink(config.events_out, event_key,
+                                                      mkdirs=config.mkdirs, check_line=check))
 
 
 def build_flow(config: Config, *, source: Source[SourceItem] | None = None,
@@ -107,42 +107,10 @@ def build_flow(config: Config, *, source: Source[SourceItem] | None = None,
     return flow
 
 
-Handlers = dict[int, Any]
-
-
-def install_stop_handlers() -> Handlers:
-    """SIGINT and SIGTERM end the sources cleanly (a second signal interrupts at once);
-    returns the handlers they replace."""
-    stop_requested.clear()
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if stop_requested.is_set():
-            raise KeyboardInterrupt
-        logging.getLogger("binloop").info("stopping (signal %d): finishing in-flight "
-                                          "telemetry", signum)
-        stop_requested.set()
-
-    return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-
-def restore_handlers(previous: Handlers) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
-
-
-def configure_logging() -> None:
-    """binloop's logging (`binloop.logs`) from the settings, unless a command set it up."""
-    if current_format() is None:
-        config = load_config()
-        setup_logging(config.log_format, config.log_level)
-
-
 def __getattr__(name: str) -> Any:
     # `python -m bytewax.run flows.live:flow` builds the flow from the environment.
     if name == "flow":
-        configure_logging()
+        configure_logging(load_config())
         install_stop_handlers()
         return build_flow(load_config())
     raise AttributeError(name)

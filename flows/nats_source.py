@@ -1,12 +1,12 @@
 """Telemetry from a NATS JetStream stream, as a Bytewax source of `RawChunk`s.
 
-The stream is partitioned by the server (see `binloop.jetstream`): partition `p` is
+The stream is partitioned by the server (see `binloop.nats.jetstream`): partition `p` is
 the subject filter `telemetry_p.<p>.>` (partition 0 also reads anything stored
 unpartitioned). Each Bytewax partition reads one stream partition through an ordered
 pull consumer with bounded requests in flight, and numbers its chunks 0, 1, 2, ...
-The consumer is :class:`binloop.wire_consumer.WireOrderedConsumer` on binloop's own
-lean client of the NATS protocol (`binloop.nats_wire`, one connection per worker
-thread), or :class:`binloop.nats_consumer.OrderedConsumer` on nats-py (`client =
+The consumer is :class:`binloop.nats.wire_consumer.WireOrderedConsumer` on binloop's own
+lean client of the NATS protocol (`binloop.nats.wire`, one connection per worker
+thread), or :class:`binloop.nats.consumer.OrderedConsumer` on nats-py (`client =
 nats-py`, and `auto` when the server needs TLS or NKeys); both keep the same contract.
 
 Delivery guarantee: exactly-once with Bytewax recovery. A partition's snapshot is
@@ -18,7 +18,13 @@ numbering from `chunk_seq`, so the dataflow sees exactly the messages that follo
 the snapshot, in the same chunks' order. Without recovery, a partition starts at
 the beginning of the stream (`start = all`) or at its end (`start = new`).
 
-Messages that cannot be records (an unknown batch envelope) are emitted as
+Adopting a stream that holds telemetry stored before its partition transform (the
+backlog, on partition 0): every chunk of the other partitions waits, in the detector's
+shards, for partition 0's chunk that reaches the backlog's last stream sequence
+(`BacklogOrder`), so each key's backlog is applied before its partitioned records
+(docs/live.md).
+
+Messages that cannot be records (an unknown batch envelope, an empty message) are emitted as
 `DeadLetter`s beside the chunks; records that do not parse are dead-lettered by the
 detector. Nothing is acknowledged or redelivered: the position moves past every
 message, poison or not.
@@ -30,7 +36,6 @@ new message for that long and the partition has read everything.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -40,32 +45,33 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, Protocol
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
+from nats.js import JetStreamContext
 from typing_extensions import override
 
-from binloop.inputs import RawChunk
-from binloop.jetstream import StreamSpec, connect, ensure_telemetry_stream
-from binloop.metrics import PartitionMetrics
-from binloop.nats_consumer import Delivery, OrderedConsumer, PullSettings
-from binloop.nats_link import acquire_link, release_link
-from binloop.nats_wire import Unsupported, acquire_wire, release_wire, stream_last_seq
-from binloop.schema import DeadLetter
-from binloop.subjects import partition_filters
-from binloop.wire_consumer import WireOrderedConsumer
+from binloop.core.config import default
+from binloop.core.schema import DeadLetter
+from binloop.nats.consumer import Delivery, OrderedConsumer, PullSettings
+from binloop.nats.jetstream import StreamSpec, backlog_end, ensure_telemetry_stream
+from binloop.nats.link import NatsLink, acquire_link, release_link
+from binloop.nats.subjects import partition_filters
+from binloop.nats.wire import Unsupported, acquire_wire, release_wire, stream_last_seq
+from binloop.nats.wire_consumer import WireOrderedConsumer
+from binloop.ops.metrics import PartitionMetrics
+from binloop.ops.shutdown import stop_requested
+from binloop.replay.inputs import RawChunk
 
 SourceItem = RawChunk | DeadLetter
 log = logging.getLogger("binloop.nats")
 
-# Set to end every NATS source partition of this process cleanly (signal handlers).
-stop_requested = threading.Event()
 
 
 @dataclass(frozen=True)
 class NatsSourceSettings:
-    """Where and how to read telemetry (built from `binloop.config.Config`)."""
+    """Where and how to read telemetry (built from `binloop.core.config.Config`)."""
 
     url: str
     stream: StreamSpec
-    batch_size: int = 4096
+    batch_size: int = default("batch_size")
     start: str = "all"
     until_idle_s: float | None = None
     poll_s: float = 0.005
@@ -126,7 +132,7 @@ class _Consumer(Protocol):
 
 class _Reader(ABC):
     """A stream partition read in order after a position (the contract of
-    `binloop.nats_consumer.OrderedConsumer`), on one of the two clients."""
+    `binloop.nats.consumer.OrderedConsumer`), on one of the two clients."""
 
     consumer: _Consumer
 
@@ -144,7 +150,7 @@ class _Reader(ABC):
 
 
 class _WireReader(_Reader):
-    """On `binloop.nats_wire` (this thread's connection)."""
+    """On `binloop.nats.wire` (this thread's connection)."""
 
     consumer: WireOrderedConsumer
 
@@ -180,7 +186,8 @@ class _AsyncReader(_Reader):
         self._link = acquire_link(settings.url, "binloop-source", settings.connect_timeout_s)
         self.consumer = OrderedConsumer(self._link.nc, self._link.js, settings.stream.name,
                                          filters, 0, name,
-                                         PullSettings(heartbeat_s=settings.heartbeat_s))
+                                         PullSettings(heartbeat_s=settings.heartbeat_s),
+                                         self._link.api_prefix)
 
     def poll(self, budget: int) -> Delivery:
         return self._link.run(self.consumer.poll(budget, 0.0))
@@ -212,11 +219,35 @@ def open_reader(settings: NatsSourceSettings, name: str, filters: list[str]) -> 
         return _AsyncReader(settings, name, filters)
 
 
+@dataclass(frozen=True)
+class BacklogOrder:
+    """How a partition takes part in adopting a stream that holds telemetry stored
+    before the partition transform: partition 0 reads that backlog (up to stream
+    sequence `backlog_end`) and releases it with the chunk that reaches it; every
+    other partition's chunks wait (in the detector's shards) for that release."""
+
+    first_partition: str
+    backlog_end: int | None
+
+    def waits_for(self, partition: str) -> str | None:
+        if self.backlog_end is None or partition == self.first_partition:
+            return None
+        return self.first_partition
+
+
 class _NatsPartition(StatefulSourcePartition[SourceItem, Any]):
     def __init__(self, settings: NatsSourceSettings, name: str, index: int,
-                 resume: NatsPosition | None) -> None:
+                 resume: NatsPosition | None, order: BacklogOrder | None = None) -> None:
         self._settings = settings
         self._name = name
+        order = order or BacklogOrder(name if index == 0 else "", None)
+        self._waits_for = order.waits_for(name)
+        # Partition 0 releases once per start, also with no backlog: the other
+        # partitions' view of the stream may be older than its own.
+        self._release_at: int | None = None
+        self._release_checked = 0.0
+        if name == order.first_partition:
+            self._release_at = order.backlog_end or 0
         self._reader = open_reader(settings, name, partition_filters(settings.prefix, index))
         try:
             position = resume or NatsPosition(self._start_seq(settings))
@@ -243,11 +274,19 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, Any]):
             raise StopIteration
         delivery = self._reader.poll(self._settings.batch_size)
         out: list[SourceItem] = list(delivery.rejects)
-        if delivery.items:
+        releases = self._release_at is not None and (
+            self._reader.consumer.position >= self._release_at
+            or (not delivery.messages and self._read_all_there_is()))
+        if delivery.items or releases:
             out.append(RawChunk(self._name, self._chunk_seq,
                                 f"nats:{self._name}@{delivery.first_seq}-{delivery.last_seq}",
-                                1, list(delivery.items), self._start_chunk))
+                                1, list(delivery.items), self._start_chunk,
+                                waits_for=self._waits_for, releases=releases))
             self._chunk_seq += 1
+            if releases:
+                log.info("%s: telemetry stored before the partition transform applied "
+                         "(up to stream seq %d)", self._name, self._release_at)
+                self._release_at = None
         self._awake = None
         if delivery.messages:
             consumer = self._reader.consumer
@@ -264,6 +303,15 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, Any]):
             self._quiet_s = min(self._settings.poll_s, max(0.0005, 2 * self._quiet_s))
             self._awake = datetime.now(timezone.utc) + timedelta(seconds=self._quiet_s)
         return out
+
+    def _read_all_there_is(self) -> bool:
+        """Whether the consumer has delivered everything stored (asked at most every
+        0.2 s): the backlog's end may have been dropped by the stream's limits."""
+        now = time.monotonic()
+        if now - self._release_checked < 0.2 or not self._reader.consumer.active:
+            return False
+        self._release_checked = now
+        return self._reader.caught_up()
 
     def _idle_long_enough(self) -> bool:
         now = time.monotonic()
@@ -304,30 +352,36 @@ class NatsTelemetrySource(FixedPartitionedSource[SourceItem, Any]):
     def __init__(self, settings: NatsSourceSettings) -> None:
         self.settings = settings
         self._partitions: int | None = None
+        self._order: BacklogOrder | None = None
         self._lock = threading.Lock()
 
     def partition_count(self) -> int:
         """The stream's partitions, creating or partitioning the stream when needed."""
         with self._lock:
             if self._partitions is None:
-                self._partitions = asyncio.run(self._setup())
+                settings = self.settings
+                with NatsLink(settings.url, "binloop-setup", settings.connect_timeout_s) as link:
+                    self._partitions, backlog = link.run(self._setup(link.js))
+                self._order = BacklogOrder(self._part_name(0), backlog)
             return self._partitions
 
-    async def _setup(self) -> int:
-        nc = await connect(self.settings.url, "binloop-setup", self.settings.connect_timeout_s)
-        try:
-            return await ensure_telemetry_stream(nc.jetstream(), self.settings.stream,
-                                                 self.settings.manage_stream)
-        finally:
-            await nc.close()
+    async def _setup(self, js: JetStreamContext) -> tuple[int, int | None]:
+        partitions = await ensure_telemetry_stream(js, self.settings.stream,
+                                                   self.settings.manage_stream)
+        return partitions, await backlog_end(js, self.settings.stream.name,
+                                             self.settings.prefix)
+
+    def _part_name(self, index: int) -> str:
+        return f"{self.settings.stream.name}/{index}"
 
     @override
     def list_parts(self) -> list[str]:
-        return [f"{self.settings.stream.name}/{i}" for i in range(self.partition_count())]
+        return [self._part_name(i) for i in range(self.partition_count())]
 
     @override
     def build_part(self, step_id: str, for_part: str,
                    resume_state: Any | None) -> _NatsPartition:
         index = int(for_part.rpartition("/")[2])
         resume = None if resume_state is None else NatsPosition.from_snapshot(resume_state)
-        return _NatsPartition(self.settings, for_part, index, resume)
+        self.partition_count()
+        return _NatsPartition(self.settings, for_part, index, resume, self._order)

@@ -23,12 +23,20 @@ from bytewax.dataflow import Stream, operator
 from bytewax.operators import StatefulBatchLogic
 from typing_extensions import override
 
-from binloop.core.block_parse import BlockParser, Candidate, full_record
+from binloop.core.block_parse import BlockParser, BlockResult, Candidate, full_record
+from binloop.core.detection import DetectionParams, Detector, DetectorStats, Key
+from binloop.core.events import BINEvent
+from binloop.core.schema import (
+    DEFAULT_LIMITS,
+    DeadLetter,
+    RecordLimits,
+    RecordParser,
+    ToolInvocation,
+)
 from binloop.core.shard_snapshot import dump_shard, load_shard
-from binloop.detection import DetectionParams, Detector, DetectorStats, Key
-from binloop.events import BINEvent
-from binloop.inputs import RawChunk
-from binloop.schema import DEFAULT_LIMITS, DeadLetter, RecordLimits, RecordParser, ToolInvocation
+from binloop.replay.formats import mapper
+from binloop.replay.ingest import parse_counted
+from binloop.replay.inputs import RawChunk
 
 PARTITION_IDLE_S = 30.0
 
@@ -51,6 +59,9 @@ class ShardChunk:
     # The newest ts of all valid records of the chunk (counted or not): the partition's
     # event-time progress.
     max_ts: int | None = None
+    # See RawChunk: apply only after partition `waits_for` released its backlog.
+    waits_for: str | None = None
+    releases: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +92,8 @@ class IngestStats:
     invalid: int = 0
     # The newest ts of the chunk's valid records (event-time lag metric).
     max_ts: int | None = None
+    damaged_files: int = 0
+    ts_converted: int = 0  # records whose ts was taken as seconds (--ts-unit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,19 +140,35 @@ class ShardRouter:
         return known
 
 
+def _parse(chunk: RawChunk, parser: BlockParser) -> BlockResult:
+    """The block decoder for binloop's own lines; another input format is mapped onto
+    records line by line (`binloop.replay.ingest`) and its records stay whole."""
+    if mapper(chunk.input_format) is None:
+        parsed = parser.parse(chunk.items, chunk.source, chunk.first_line, chunk.block)
+        if chunk.rejects:  # the reader's own rejects come first
+            parsed.dead[:0] = chunk.rejects
+        return parsed
+    slow = parse_counted(chunk, parser.count_outcomes, parser.limits)
+    counted: list[Candidate] = [(rec, rec["tool"], mode, rec["ts"], rec["session_id"])
+                                for rec in slow.counted if (mode := rec["failure_mode"])]
+    return BlockResult(counted, slow.dead, slow.valid, slow.blank, slow.max_ts,
+                       slow.ts_converted)
+
+
 def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> list[Any]:
-    parsed = parser.parse(chunk.items, chunk.source, chunk.first_line, chunk.block)
+    parsed = _parse(chunk, parser)
     by_shard: dict[str, list[tuple[Key, Candidate]]] = {str(s): [] for s in range(router.shards)}
     known, route = router.known, router.route
     for cand in parsed.counted:
         found = known.get((cand[1], cand[2])) or route(cand[1], cand[2])  # tool, mode
         by_shard[found[0]].append((found[1], cand))
     out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq,
-                                     parsed.max_ts))
+                                     parsed.max_ts, chunk.waits_for, chunk.releases))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
-    out.append(IngestStats(len(chunk.items) - parsed.blank, parsed.valid, len(parsed.dead),
-                           parsed.max_ts))
+    out.append(IngestStats(len(chunk.items) - parsed.blank + len(chunk.rejects), parsed.valid,
+                           len(parsed.dead), parsed.max_ts, chunk.damaged_files,
+                           parsed.ts_converted))
     return out
 
 
@@ -170,6 +199,9 @@ class ShardState:
     next_seq: dict[str, int] = field(default_factory=dict)
     partition_ts: dict[str, int] = field(default_factory=dict)
     pending: dict[str, dict[int, ShardChunk]] = field(default_factory=dict)
+    # Partitions whose backlog is applied, and the in-order chunks that wait for one.
+    released: set[str] = field(default_factory=set)
+    held: dict[str, list[ShardChunk]] = field(default_factory=dict)
 
 
 class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
@@ -202,8 +234,7 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
         for value in values:
             if isinstance(value, ShardChunk):
                 for chunk in self._in_order(value):
-                    self._apply(chunk.records, out)
-                    self._note_progress(chunk)
+                    self._apply_or_hold(chunk, out)
             elif isinstance(value, Rearm):
                 detector.rearm(value.key, value.fired_epoch)
             else:
@@ -226,6 +257,26 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
             expected += 1
         self.state.next_seq[chunk.partition] = expected
         return ready
+
+    def _apply_or_hold(self, chunk: ShardChunk, out: list[Any]) -> None:
+        """Apply a chunk that is next in its partition's order, unless it waits for a
+        backlog not yet applied (then it is held, and so are its partition's later
+        chunks); a chunk that releases a backlog applies what waited for it."""
+        state = self.state
+        held = state.held.get(chunk.partition)
+        if held is not None or (chunk.waits_for is not None
+                                and chunk.waits_for not in state.released):
+            state.held.setdefault(chunk.partition, []).append(chunk)
+            return
+        self._apply(chunk.records, out)
+        self._note_progress(chunk)
+        if chunk.releases and chunk.partition not in state.released:
+            state.released.add(chunk.partition)
+            for partition, waiting in list(state.held.items()):
+                if waiting[0].waits_for == chunk.partition:
+                    del state.held[partition]
+                    for later in waiting:
+                        self._apply_or_hold(later, out)
 
     def _note_progress(self, chunk: ShardChunk) -> None:
         """Move the detector's clock to the slowest partition that is still sending.

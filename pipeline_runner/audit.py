@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeline_runner.fsutil import atomic_write_json
+from binloop.core.fsutil import atomic_write_json
 
 StageOutcome = Literal["ok", "failed", "timeout", "crashed", "skipped"]
 BuildOutcome = Literal["gated", "rolled_back", "error"]

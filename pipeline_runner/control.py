@@ -17,9 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from binloop.jsonl import JsonlFileWriter
-from binloop.schema import SessionId
-from pipeline_runner.fsutil import atomic_write_json
+from binloop.core.fsutil import atomic_write_json
+from binloop.core.schema import SessionId
+from binloop.replay.jsonl import JsonlFileWriter
 
 TaskState = dict[str, Any]
 

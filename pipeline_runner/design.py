@@ -21,8 +21,8 @@ from typing import Any, Final
 import jsonschema
 import orjson
 
-from pipeline_runner.manifest import Answers
-from pipeline_runner.names import UnsafeName, check_tool_name
+from binloop.core.names import UnsafeName, check_tool_name
+from binloop.library.manifest import Answers
 
 DESIGN_MAX_BYTES: Final = 64 * 1024
 MAX_CASES: Final = 20

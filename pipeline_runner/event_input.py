@@ -1,7 +1,7 @@
 """BINEvents as the build runner receives them: validated, redacted, evidence cut.
 
 An event from a file or the wire is checked field by field (evidence records go
-through the one record validator, `binloop.schema.validate_record`); an invalid event
+through the one record validator, `binloop.core.schema.validate_record`); an invalid event
 raises :class:`InvalidEvent` with the reason (the sink dead-letters it). Before a
 designer sees it, every secret in the evidence is redacted and the evidence is cut to
 the newest `evidence_max` (3) records, as the paper's design step prescribes.
@@ -13,9 +13,9 @@ from typing import Any, Final
 
 import orjson
 
-from binloop.events import BINEvent
-from binloop.schema import InvalidRecord, validate_record
-from pipeline_runner.redact import Redactor
+from binloop.core.events import BINEvent
+from binloop.core.redact import Redactor
+from binloop.core.schema import InvalidRecord, validate_record
 
 DESIGN_EVIDENCE_MAX: Final = 3
 _REQUIRED: Final = {"event_id": str, "tool": str, "failure_mode": str, "evidence": list}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from binloop.config import Config
+from binloop.core.config import Config
+from binloop.library.store import ToolLibrary
 from pipeline_runner.control import AgentControl, LogControl
 from pipeline_runner.designers import load_designer
-from pipeline_runner.library import ToolLibrary
 from pipeline_runner.lifecycle import Policy
 from pipeline_runner.runner import BuildRunner, StageTimeouts
 from pipeline_runner.sandbox import Limits

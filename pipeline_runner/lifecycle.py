@@ -14,15 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from binloop.schema import ToolInvocation
-from pipeline_runner import manifest as mf
-from pipeline_runner.library import ToolLibrary
+from binloop.core.config import default
+from binloop.core.schema import ToolInvocation
+from binloop.library import manifest as mf
+from binloop.library.store import ToolLibrary
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    promote_after: int = 2
-    quarantine_after: int = 2
+    promote_after: int = default("promote_after")
+    quarantine_after: int = default("quarantine_after")
 
     def __post_init__(self) -> None:
         if self.promote_after < 1 or self.quarantine_after < 1:

@@ -8,7 +8,7 @@
 * `bin.registry.updated`: `{"version": <manifest version>, "tool": {...}}` after a gate.
 * resume: `{prefix}.{session_id}.resume` with the checkpoint (state included).
 
-Session ids are escaped into one subject token (`binloop.subjects.subject_token`).
+Session ids are escaped into one subject token (`binloop.nats.subjects.subject_token`).
 Publishes are core NATS (an agent that is not connected has nothing to resume) and are
 flushed before returning, so a message is on the server when the stage ends.
 """
@@ -22,10 +22,10 @@ import orjson
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from binloop.schema import SessionId
-from binloop.subjects import subject_token
+from binloop.core.schema import SessionId
+from binloop.nats.link import NatsLink
+from binloop.nats.subjects import subject_token
 from pipeline_runner.control import TaskState
-from pipeline_runner.nats_bridge import NatsBridge
 
 log = logging.getLogger("binloop.builds")
 REGISTRY_SUBJECT = "bin.registry.updated"
@@ -36,9 +36,9 @@ def control_subject(prefix: str, session_id: SessionId, action: str) -> str:
 
 
 class NatsControl:
-    def __init__(self, bridge: NatsBridge, pause_timeout_s: float = 10.0,
+    def __init__(self, link: NatsLink, pause_timeout_s: float = 10.0,
                  prefix: str = "bin.control", registry_subject: str = REGISTRY_SUBJECT) -> None:
-        self.bridge = bridge
+        self.link = link
         self.pause_timeout_s = pause_timeout_s
         self.prefix = prefix
         self.registry_subject = registry_subject
@@ -46,7 +46,7 @@ class NatsControl:
     def pause(self, session_id: SessionId, reason: dict[str, Any]) -> TaskState | None:
         subject = control_subject(self.prefix, session_id, "pause")
         try:
-            reply = self.bridge.run(self.bridge.nc.request(
+            reply = self.link.run(self.link.nc.request(
                 subject, orjson.dumps(reason), timeout=self.pause_timeout_s),
                 self.pause_timeout_s + 5)
         except (NatsTimeout, NoRespondersError, TimeoutError) as exc:
@@ -67,7 +67,7 @@ class NatsControl:
 
     def _publish(self, subject: str, payload: dict[str, Any]) -> None:
         async def send() -> None:
-            await self.bridge.nc.publish(subject, orjson.dumps(payload, default=str))
-            await self.bridge.nc.flush(timeout=5)
+            await self.link.nc.publish(subject, orjson.dumps(payload, default=str))
+            await self.link.nc.flush(timeout=5)
 
-        self.bridge.run(send(), 10.0)
+        self.link.run(send(), 10.0)

@@ -1,6 +1,6 @@
 """Build results, re-arms and tool status changes to a JetStream stream (`BIN_BUILDS`).
 
-Subjects (tokens escaped by `binloop.subjects`):
+Subjects (tokens escaped by `binloop.nats.subjects`):
 * `{prefix}.result.{tool}.{failure_mode...}`: every build's outcome (gated / rolled_back
   / error), with the tool gated and the manifest version;
 * `{prefix}.rearm.{tool}.{failure_mode...}`: a re-arm that is due
@@ -21,27 +21,30 @@ from typing import Any
 
 import orjson
 
-from binloop.events import BINEvent
-from binloop.jetstream import StreamSpec, ensure_stream
-from binloop.subjects import MSG_ID_HEADER, event_subject, subject_token
+from binloop.core.config import default
+from binloop.core.events import BINEvent
+from binloop.nats.jetstream import StreamSpec, ensure_stream
+from binloop.nats.link import NatsLink
+from binloop.nats.subjects import MSG_ID_HEADER, event_subject, subject_token
 from pipeline_runner.lifecycle import StatusChange
-from pipeline_runner.nats_bridge import NatsBridge
 from pipeline_runner.runner import BuildResult
 from pipeline_runner.service import result_message, status_message
 
 
-def builds_stream_spec(name: str = "BIN_BUILDS", prefix: str = "bin.builds",
+def builds_stream_spec(name: str = default("builds_stream"),
+                       prefix: str = default("builds_subject_prefix"),
                        **limits: Any) -> StreamSpec:
     return StreamSpec(name, (f"{prefix}.>",), **limits)
 
 
 class NatsResultSink:
-    def __init__(self, bridge: NatsBridge, stream: StreamSpec, prefix: str = "bin.builds",
+    def __init__(self, link: NatsLink, stream: StreamSpec,
+                 prefix: str = default("builds_subject_prefix"),
                  manage_stream: bool = True, retry_s: float = 30.0) -> None:
-        self.bridge = bridge
+        self.link = link
         self.prefix = prefix
         self.retry_s = retry_s
-        bridge.run(ensure_stream(bridge.js, stream, manage_stream))
+        link.run(ensure_stream(link.js, stream, manage_stream))
 
     def build_result(self, event: BINEvent, result: BuildResult) -> None:
         subject = event_subject(f"{self.prefix}.result", event["tool"], event["failure_mode"])
@@ -62,7 +65,7 @@ class NatsResultSink:
         deadline = time.monotonic() + self.retry_s
         while True:
             try:
-                self.bridge.run(self.bridge.js.publish(subject, data, timeout=2.0,
+                self.link.run(self.link.js.publish(subject, data, timeout=2.0,
                                                        headers={MSG_ID_HEADER: msg_id}), 10.0)
                 return
             except Exception:

@@ -15,11 +15,11 @@ import logging
 import threading
 from pathlib import Path
 
-from binloop.nats_consumer import OrderedConsumer
-from binloop.schema import InvalidRecord, parse_record
-from binloop.subjects import tool_filters
-from pipeline_runner.fsutil import atomic_write_bytes
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.core.fsutil import atomic_write_bytes
+from binloop.core.schema import InvalidRecord, parse_record
+from binloop.nats.consumer import OrderedConsumer
+from binloop.nats.link import NatsLink
+from binloop.nats.subjects import tool_filters
 from pipeline_runner.service import BuildService
 
 log = logging.getLogger("binloop.builds")
@@ -30,9 +30,9 @@ def use_filters(prefix: str, names: list[str]) -> list[str]:
 
 
 class UseWatcher:
-    def __init__(self, bridge: NatsBridge, service: BuildService, stream: str, prefix: str,
+    def __init__(self, link: NatsLink, service: BuildService, stream: str, prefix: str,
                  position_file: Path, poll_s: float = 0.5) -> None:
-        self.bridge, self.service = bridge, service
+        self.link, self.service = link, service
         self.stream, self.prefix = stream, prefix
         self.position_file = position_file
         self.poll_s = poll_s
@@ -58,7 +58,7 @@ class UseWatcher:
             self._thread.join(timeout=10)
         if self._consumer is not None:
             with contextlib.suppress(Exception):  # the consumer also expires by itself
-                self.bridge.run(self._consumer.close(), 5)
+                self.link.run(self._consumer.close(), 5)
 
     def poll_once(self) -> int:
         """Read the uses available now; returns how many records were observed."""
@@ -67,12 +67,12 @@ class UseWatcher:
             return 0
         if names != self._names or self._consumer is None:
             if self._consumer is not None:
-                self.bridge.run(self._consumer.close(), 5)
+                self.link.run(self._consumer.close(), 5)
             self._names = names
-            self._consumer = OrderedConsumer(self.bridge.nc, self.bridge.js, self.stream,
+            self._consumer = OrderedConsumer(self.link.nc, self.link.js, self.stream,
                                              use_filters(self.prefix, names), self.position(),
-                                             "tool-uses")
-        delivery = self.bridge.run(self._consumer.poll(1024, self.poll_s), self.poll_s + 30)
+                                             "tool-uses", api_prefix=self.link.api_prefix)
+        delivery = self.link.run(self._consumer.poll(1024, self.poll_s), self.poll_s + 30)
         records = []
         for item in delivery.items:
             try:

@@ -27,9 +27,9 @@ from typing import Any, Literal
 
 import orjson
 
-from binloop.events import BINEvent, dumps_event
+from binloop.core.events import BINEvent, dumps_event
+from binloop.core.fsutil import atomic_write_bytes
 from pipeline_runner.event_input import InvalidEvent, check_event
-from pipeline_runner.fsutil import atomic_write_bytes
 from pipeline_runner.runner import BuildResult
 
 Submitted = Literal["queued", "duplicate", "deferred", "invalid"]

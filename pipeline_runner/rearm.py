@@ -21,8 +21,8 @@ from typing import Any
 
 import orjson
 
-from binloop.events import BINEvent
-from pipeline_runner.fsutil import atomic_write_bytes
+from binloop.core.events import BINEvent
+from binloop.core.fsutil import atomic_write_bytes
 from pipeline_runner.runner import BuildResult
 
 Publish = Callable[[dict[str, Any]], None]

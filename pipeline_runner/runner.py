@@ -20,17 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from binloop.events import BINEvent
-from pipeline_runner import manifest as mf
+from binloop.core.config import default
+from binloop.core.events import BINEvent
+from binloop.core.fsutil import sha256_bytes, write_tree
+from binloop.core.names import check_relpath
+from binloop.core.redact import Redactor
+from binloop.library import manifest as mf
+from binloop.library.store import Commit, ToolLibrary
 from pipeline_runner.audit import BuildAudit, BuildOutcome, StageRecord
 from pipeline_runner.control import AgentControl, LogControl, write_checkpoint
 from pipeline_runner.design import Design, InvalidDesign, check_design, design_from_json
 from pipeline_runner.designers import Designer
 from pipeline_runner.event_input import for_design
-from pipeline_runner.fsutil import sha256_bytes, write_tree
-from pipeline_runner.library import Commit, ToolLibrary
-from pipeline_runner.names import check_relpath
-from pipeline_runner.redact import Redactor
 from pipeline_runner.sandbox import detect_isolation
 from pipeline_runner.stages import StageError, StageFailed, run_stage
 from pipeline_runner.targets import StageRun, Target
@@ -42,11 +43,11 @@ EXIT_CODES: Final = {"gated": 0, "rolled_back": 2, "error": 1}
 class StageTimeouts:
     """Seconds per in-process stage (sandboxed stages have their own wall limits)."""
 
-    pause: float = 10.0
-    design: float = 180.0
-    build: float = 180.0
-    reload: float = 10.0
-    resume: float = 10.0
+    pause: float = default("pause_timeout") / 1000
+    design: float = default("design_timeout") / 1000
+    build: float = default("design_timeout") / 1000
+    reload: float = default("pause_timeout") / 1000
+    resume: float = default("pause_timeout") / 1000
 
 
 @dataclass
@@ -225,12 +226,24 @@ class BuildRunner:
                       self.timeouts.resume, records)
 
     def _already_built(self, event: BINEvent) -> BuildResult | None:
+        """The library's answer when it already holds a tool built from this event, or an
+        active (probationary or stable) tool that answers the event's key: an event id
+        depends on the detection configuration (and an id of a library built before it
+        did differs), but a key a gated tool answers is never built again."""
+        key = {"tool": event["tool"], "failure_mode": event["failure_mode"]}
         for entry in self.library.read()["tools"].values():
             for version in mf.all_versions(entry):
                 if version["event_id"] == event["event_id"]:
-                    return BuildResult(
-                        "", event["event_id"], "gated", "already built from this event",
-                        {"name": entry["name"], "version": version["version"],
-                         "status": version["status"], "path": version["path"],
-                         "target": version["target"], "answers": dict(entry["answers"])})
+                    return self._known(event, entry, version, "already built from this event")
+            if dict(entry["answers"]) == key and entry["status"] != "quarantined":
+                return self._known(event, entry, entry, "a gated tool already answers this key")
         return None
+
+    @staticmethod
+    def _known(event: BINEvent, entry: mf.ToolEntry, version: mf.ToolVersion,
+               reason: str) -> BuildResult:
+        return BuildResult(
+            "", event["event_id"], "gated", reason,
+            {"name": entry["name"], "version": version["version"],
+             "status": version["status"], "path": version["path"],
+             "target": version["target"], "answers": dict(entry["answers"])})

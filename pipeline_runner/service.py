@@ -22,12 +22,12 @@ from typing import Any, Protocol
 
 import orjson
 
-from binloop import metrics
-from binloop.config import Config
-from binloop.events import BINEvent
-from binloop.jsonl import JsonlFileWriter
-from binloop.schema import ToolInvocation
-from pipeline_runner import manifest as mf
+from binloop.core.config import Config
+from binloop.core.events import BINEvent
+from binloop.core.schema import ToolInvocation
+from binloop.library import manifest as mf
+from binloop.ops import metrics
+from binloop.replay.jsonl import JsonlFileWriter
 from pipeline_runner.control import AgentControl
 from pipeline_runner.factory import make_runner, policy_of
 from pipeline_runner.lifecycle import StatusChange, apply_telemetry

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from binloop.core.names import UnsafeName
 from pipeline_runner.audit import StageOutcome, StageRecord
 from pipeline_runner.design import InvalidDesign, NoDesign
-from pipeline_runner.names import UnsafeName
 from pipeline_runner.toolchain import ToolchainUnavailable
 
 T = TypeVar("T")

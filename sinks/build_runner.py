@@ -19,7 +19,7 @@ from bytewax.dataflow import Stream
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from typing_extensions import override
 
-from binloop.events import BINEvent
+from binloop.core.events import BINEvent
 from pipeline_runner.service import BuildService
 
 ServiceFactory = Callable[[], BuildService]

@@ -4,7 +4,8 @@ Delivery guarantee: exactly-once lines. On start the file's complete lines are r
 back and the keys seen are skipped if written again, so a replay or a restart without
 recovery appends nothing twice. With Bytewax recovery the file is first truncated to
 the offset of the snapshot the dataflow resumes from. A torn last line (a crash in
-the middle of a write) is cut off on open.
+the middle of a write) is cut off on open. With `defer_errors` a failed write (disk
+full) stops this sink and is left in `DEFERRED_ERRORS` for an in-process caller.
 """
 
 from __future__ import annotations
@@ -14,16 +15,32 @@ from pathlib import Path
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from typing_extensions import override
 
-from binloop.jsonl import JsonlFileWriter, KeyOf
+from binloop.core.errors import OutputWriteError
+from binloop.replay.jsonl import CheckLine, JsonlFileWriter, KeyOf
+
+# Write errors of sinks built with `defer_errors` in this process, for the caller of an
+# in-process run to report once the dataflow has ended (an exception raised inside a
+# Bytewax sink ends the run with a Rust panic and two tracebacks on stderr).
+DEFERRED_ERRORS: list[OutputWriteError] = []
 
 
 class _JsonlFilePartition(StatefulSinkPartition[bytes, int]):
-    def __init__(self, writer: JsonlFileWriter) -> None:
+    def __init__(self, writer: JsonlFileWriter, defer_errors: bool) -> None:
         self._writer = writer
+        self._defer = defer_errors
+        self._broken = False
 
     @override
     def write_batch(self, values: list[bytes]) -> None:
-        self._writer.write(values)
+        if self._broken:
+            return
+        try:
+            self._writer.write(values)
+        except OutputWriteError as exc:
+            if not self._defer:
+                raise
+            self._broken = True
+            DEFERRED_ERRORS.append(exc)
 
     @override
     def snapshot(self) -> int:
@@ -37,9 +54,13 @@ class _JsonlFilePartition(StatefulSinkPartition[bytes, int]):
 class JsonlFileSink(FixedPartitionedSink[bytes, int]):
     """Write encoded JSON lines to one file (one worker writes; items are `(key, line)`)."""
 
-    def __init__(self, path: str | Path, key_of: KeyOf | None = None) -> None:
+    def __init__(self, path: str | Path, key_of: KeyOf | None = None, *, mkdirs: bool = False,
+                 check_line: CheckLine | None = None, defer_errors: bool = False) -> None:
         self._path = Path(path)
         self._key_of = key_of
+        self._mkdirs = mkdirs
+        self._check_line = check_line
+        self._defer = defer_errors
 
     @override
     def list_parts(self) -> list[str]:
@@ -52,4 +73,7 @@ class JsonlFileSink(FixedPartitionedSink[bytes, int]):
     @override
     def build_part(self, step_id: str, for_part: str,
                    resume_state: int | None) -> _JsonlFilePartition:
-        return _JsonlFilePartition(JsonlFileWriter(self._path, self._key_of, resume_state))
+        return _JsonlFilePartition(JsonlFileWriter(self._path, self._key_of, resume_state,
+                                                   mkdirs=self._mkdirs,
+                                                   check_line=self._check_line),
+                                   self._defer)

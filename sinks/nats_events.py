@@ -1,6 +1,6 @@
 """BINEvents to a JetStream stream (default `BIN_EVENTS`, subjects `bin.events.>`).
 
-Each event goes to `bin.events.{tool}.{failure_mode}` (see `binloop.subjects`) with
+Each event goes to `bin.events.{tool}.{failure_mode}` (see `binloop.nats.subjects`) with
 the header `Nats-Msg-Id = event_id`.
 
 Delivery guarantee: exactly-once in the stream. Every write waits for the stream's
@@ -25,10 +25,10 @@ from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from nats.js.errors import NotFoundError
 from typing_extensions import override
 
-from binloop.events import BINEvent, dumps_event
-from binloop.jetstream import StreamSpec, ensure_stream
-from binloop.nats_link import Link, acquire_link, release_link
-from binloop.subjects import MSG_ID_HEADER, event_subject
+from binloop.core.events import BINEvent, dumps_event
+from binloop.nats.jetstream import StreamSpec, ensure_stream
+from binloop.nats.link import NatsLink, acquire_link, release_link
+from binloop.nats.subjects import MSG_ID_HEADER, event_subject
 
 log = logging.getLogger("binloop.nats")
 
@@ -51,7 +51,7 @@ class NatsEventSettings:
     replay_guard_s: float = 120.0
 
 
-async def already_stored(link: Link, settings: NatsEventSettings, event: BINEvent) -> bool:
+async def already_stored(link: NatsLink, settings: NatsEventSettings, event: BINEvent) -> bool:
     """Whether the last event stored on the event's subject is this very event."""
     subject = event_subject(settings.prefix, event["tool"], event["failure_mode"])
     try:
@@ -61,7 +61,7 @@ async def already_stored(link: Link, settings: NatsEventSettings, event: BINEven
     return (last.headers or {}).get(MSG_ID_HEADER) == event["event_id"]
 
 
-async def publish_events(link: Link, settings: NatsEventSettings, events: list[BINEvent],
+async def publish_events(link: NatsLink, settings: NatsEventSettings, events: list[BINEvent],
                          check_stored: bool) -> int:
     """Store `events` (pipelined, in order) and wait for every acknowledgement;
     returns how many were new. With `check_stored`, events whose subject already ends
@@ -87,7 +87,7 @@ class _EventPartition(StatelessSinkPartition[BINEvent]):
 
     @override
     def write_batch(self, items: list[BINEvent]) -> None:
-        self._link.run(self._store(items))
+        self._link.run(self._store(items), None)  # _store bounds its own retries
 
     async def _store(self, events: list[BINEvent]) -> None:
         give_up_at: float | None = None

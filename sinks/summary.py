@@ -19,8 +19,8 @@ import orjson
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from typing_extensions import override
 
-from binloop.detection import DetectorStats
-from binloop.summary import RunSummary
+from binloop.core.detection import DetectorStats
+from binloop.core.summary import RunSummary
 
 OnSummary = Callable[[RunSummary], None]
 
@@ -52,6 +52,8 @@ class _SummaryPartition(StatefulSinkPartition[Any, Totals]):
                 self.summary.records_read += value.records_read
                 self.summary.valid += value.valid
                 self.summary.invalid += value.invalid
+                self.summary.damaged_files += value.damaged_files
+                self.summary.ts_converted += value.ts_converted
         if self._on_update is not None:
             self._on_update(self.summary)
         self._dirty = True

@@ -12,9 +12,9 @@ from binloop.agent.agent import AgentSettings, ReferenceAgent
 from binloop.agent.airline import AirlineService
 from binloop.agent.control import PauseGate
 from binloop.agent.registry import ToolRegistry
-from binloop.events import BINEvent
-from binloop.schema import validate_record
-from binloop.telemetry_client import TelemetryClient
+from binloop.core.events import BINEvent
+from binloop.core.schema import validate_record
+from binloop.nats.telemetry_client import TelemetryClient
 from pipeline_runner.control import AgentControl
 from pipeline_runner.targets import Target
 from tests.buildkit import event_of, runner_for

@@ -7,10 +7,10 @@ import threading
 import time
 from typing import Any
 
-from binloop.events import BINEvent
+from binloop.core.events import BINEvent
+from binloop.library.manifest import Manifest
 from pipeline_runner.design import Design, NoDesign
 from pipeline_runner.designers.offline import OfflineDesigner
-from pipeline_runner.manifest import Manifest
 
 
 class NoDesignDesigner:

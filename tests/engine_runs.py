@@ -17,10 +17,10 @@ from typing import Any
 
 import orjson
 
-from binloop.cluster import run_cluster
-from binloop.commands.detect import read_summary
-from binloop.config import Config
-from binloop.summary import RunSummary
+from binloop.cli.commands.detect import read_summary
+from binloop.core.config import Config
+from binloop.core.summary import RunSummary
+from binloop.ops.cluster import run_cluster
 
 COUNTERS = ("records_read", "valid", "invalid", "counted", "duplicates", "late", "disarmed",
             "events_fired", "beyond_lateness")
@@ -56,13 +56,13 @@ def outcome_of(config: Config, summary: RunSummary) -> Outcome:
 
 
 def run_reference_on(config: Config) -> Outcome:
-    from binloop.reference import run_reference
+    from binloop.engines.reference import run_reference
 
     return outcome_of(config, run_reference(config))
 
 
 def run_polars_on(config: Config) -> Outcome:
-    from binloop.polars_engine import run_polars
+    from binloop.engines.polars.engine import run_polars
 
     return outcome_of(config, run_polars(config))
 
@@ -84,7 +84,7 @@ def run_bytewax_on(config: Config, workers: int = 1) -> Outcome:
 
 
 def run_processes_on(config: Config, processes: int, workers: int) -> Outcome:
-    """`python -m bytewax.run flows.detect:flow -i/-a` processes (`binloop.cluster`)."""
+    """`python -m bytewax.run flows.detect:flow -i/-a` processes (`binloop.ops.cluster`)."""
     summary_path = Path(config.out or "events").with_name("summary.json")
     config = config.replace(summary_out=str(summary_path))
     code = run_cluster("flows.detect:flow", processes, workers, config.to_env())
@@ -120,5 +120,5 @@ def same_as_reference(got: Outcome, expected: Outcome) -> None:
 
 
 def content_id(body: dict[str, Any]) -> str:
-    """The id `binloop.schema` computes for a record without one."""
+    """The id `binloop.core.schema` computes for a record without one."""
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from binloop.schema import ToolInvocation, validate_record
+from binloop.core.schema import ToolInvocation, validate_record
 
 
 def rec(ts: int, tool: str = "t", mode: str | None = "ARGS.x", session: int | str = 1,

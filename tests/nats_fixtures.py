@@ -11,10 +11,10 @@ from typing import Any
 import orjson
 import pytest
 
-from binloop.config import Config, load_config
-from binloop.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
-from binloop.nats_server import NatsServer
-from binloop.publish import messages, publish_messages
+from binloop.core.config import Config, load_config
+from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
+from binloop.nats.publish import messages, publish_messages
+from binloop.nats.server import NatsServer
 
 # Tool names that must survive subjects: dots, spaces, unicode, wildcards, a long one.
 ODD_TOOLS = ("book.flight", "get user", "café_lookup", "検索", "a*b>c", "x" * 250)

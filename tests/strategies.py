@@ -15,7 +15,7 @@ from typing import Any, Final
 import orjson
 from hypothesis import strategies as st
 
-from binloop.window import WindowSpec
+from binloop.core.window import WindowSpec
 from tests.engine_runs import content_id
 
 TOOLS: Final = ("search", "book.flight")
@@ -32,7 +32,7 @@ INVALID_LINES: Final = (
 )
 STYLES: Final = ("client", "client", "json.dumps", "unsorted", "no-id")
 WINDOWS: Final = ("session", "global", "sliding:40ms", "sliding:150ms")
-START: Final = 1_000_000
+START: Final = 1_700_000_000_000  # unix ms (a ts below 10^11 would be read as seconds)
 
 
 def encode(body: dict[str, Any], style: str) -> bytes:

@@ -18,11 +18,11 @@ import pytest
 
 from binloop.agent.agent import AgentReport, ReferenceAgent
 from binloop.agent.control import ControlChannel
-from binloop.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
-from binloop.nats_server import NatsServer
-from binloop.schema import validate_record
-from binloop.subjects import subject_token
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.core.schema import validate_record
+from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
+from binloop.nats.link import NatsLink
+from binloop.nats.server import NatsServer
+from binloop.nats.subjects import subject_token
 from pipeline_runner.nats_control import NatsControl
 from tests.agentkit import (
     MODE,
@@ -37,8 +37,8 @@ SESSION = "trip 7.é"  # escaped into one subject token
 
 
 @pytest.fixture
-def bridge(nats_server: NatsServer) -> Iterator[NatsBridge]:
-    link = NatsBridge(nats_server.url, "test-runner")
+def bridge(nats_server: NatsServer) -> Iterator[NatsLink]:
+    link = NatsLink(nats_server.url, "test-runner")
     yield link
     link.close()
 
@@ -77,7 +77,7 @@ def wait_until(check: Callable[[], bool], timeout: float = 30) -> bool:
     return False
 
 
-def control(bridge: NatsBridge, action: str, payload: dict[str, Any]) -> Any:
+def control(bridge: NatsLink, action: str, payload: dict[str, Any]) -> Any:
     subject = f"bin.control.{subject_token(SESSION)}.{action}"
     if action == "pause":
         reply = bridge.run(bridge.nc.request(subject, orjson.dumps(payload), timeout=10))
@@ -87,7 +87,7 @@ def control(bridge: NatsBridge, action: str, payload: dict[str, Any]) -> Any:
 
 
 def test_pause_holds_the_tool_calls_and_resume_goes_on_from_the_checkpoint(
-        nats_server: NatsServer, bridge: NatsBridge, gated: tuple[Path, str],
+        nats_server: NatsServer, bridge: NatsLink, gated: tuple[Path, str],
         tmp_path: Path) -> None:
     log = tmp_path / "t.jsonl"
     agent, _, _ = make_agent(copy_library(gated[0], tmp_path / "library"), log,
@@ -118,7 +118,7 @@ def test_pause_holds_the_tool_calls_and_resume_goes_on_from_the_checkpoint(
 
 
 def test_a_real_build_pauses_reloads_and_resumes_the_agent(
-        nats_server: NatsServer, bridge: NatsBridge, tmp_path: Path) -> None:
+        nats_server: NatsServer, bridge: NatsLink, tmp_path: Path) -> None:
     url = nats_server.url
 
     async def make_stream() -> None:
@@ -167,7 +167,7 @@ def stream_messages(url: str) -> int:
 
 
 def test_a_registry_notice_loads_only_what_the_manifest_lists(
-        nats_server: NatsServer, bridge: NatsBridge, gated: tuple[Path, str],
+        nats_server: NatsServer, bridge: NatsLink, gated: tuple[Path, str],
         tmp_path: Path) -> None:
     library, marker = tmp_path / "library", tmp_path / "imported"
     rogue = library / "tools" / "rogue_tool" / "v1"

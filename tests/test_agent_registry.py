@@ -12,8 +12,8 @@ import pytest
 
 from binloop.agent.airline import AirlineService, ToolError
 from binloop.agent.registry import ToolRegistry
-from pipeline_runner.fsutil import atomic_write_json
-from pipeline_runner.library import ToolLibrary
+from binloop.core.fsutil import atomic_write_json
+from binloop.library.store import ToolLibrary
 from tests.agentkit import (
     MODE,
     agent_failure_event,

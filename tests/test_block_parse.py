@@ -17,14 +17,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from binloop.core.block_parse import BlockParser, full_record
-from binloop.ingest import parse_chunk
-from binloop.inputs import RawChunk
-from binloop.schema import RecordLimits, RecordParser, parse_record
+from binloop.core.schema import RecordLimits, RecordParser, parse_record
+from binloop.replay.ingest import parse_chunk
+from binloop.replay.inputs import RawChunk
 from tests.strategies import FIELD_VALUES, RAW_LINES, odd_lines, telemetry_lines
 
 COUNTS = frozenset({"failure", "timeout"})
 LIMITS = (RecordLimits(), RecordLimits(args_max_bytes=10, max_future_skew_ms=None),
-          RecordLimits(taxonomy=frozenset({"ARGS", "TIMEOUT"})))
+          RecordLimits(taxonomy=frozenset({"ARGS", "TIMEOUT"})),
+          RecordLimits(ts_unit="auto", failure_modes="given-else-infer"),
+          RecordLimits(ts_unit="s", failure_modes="infer"))
 EXAMPLES = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -218,15 +220,18 @@ def test_block_reads_give_the_lines_of_line_reads(parts: list[bytes], newline_at
     """A file read in blocks: the same lines (and positions) as read line by line, and
     the block handed over is exactly those lines joined."""
     import tempfile
+    from unittest import mock
 
-    from binloop.inputs import InputReader
+    from binloop.replay import inputs
+    from binloop.replay.inputs import InputReader
 
     data = b"\n".join(parts) + (b"\n" if newline_at_end and parts else b"")
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
         handle.write(data)
         handle.flush()
         by_line = [c.items for c in InputReader(handle.name, 4)]
-        chunks = list(InputReader(handle.name, 4, block_bytes=block_bytes))
+        with mock.patch.object(inputs, "READ_BYTES", block_bytes):  # blocks this small
+            chunks = list(InputReader(handle.name, 4, whole_blocks=True))
     assert [i for c in chunks for i in c.items] == [i for items in by_line for i in items]
     for chunk in chunks:
         assert chunk.block is None or chunk.block == b"\n".join(chunk.items)  # type: ignore
@@ -235,3 +240,45 @@ def test_block_reads_give_the_lines_of_line_reads(parts: list[bytes], newline_at
     for chunk in chunks:
         assert BlockParser(COUNTS, RecordLimits()).parse(chunk.items, "s", 1, chunk.block) == \
             BlockParser(COUNTS, RecordLimits()).parse(chunk.items, "s", 1)
+
+
+def _line(**fields: Any) -> bytes:
+    base = {"session_id": 1, "ts": 1_700_000_000_000, "tool": "grep", "args": {},
+            "outcome": "failure"}
+    return orjson.dumps({**base, **fields})
+
+
+@pytest.mark.parametrize("limits", [RecordLimits(ts_unit="auto"), RecordLimits(ts_unit="s"),
+                                    RecordLimits(ts_unit="ms")])
+def test_seconds_in_a_clean_block_are_converted_as_the_schema_does(limits: RecordLimits) -> None:
+    """A block whose smallest ts is below the seconds floor is not taken as decoded."""
+    lines = [_line(failure_mode="PERM"), _line(ts=1_700_000_000, failure_mode="PERM"),
+             _line(ts=1_700_000_001_000, failure_mode="NOTFOUND")]
+    assert block_view(lines, COUNTS, limits) == spec_view(lines, COUNTS, limits)
+    got = BlockParser(COUNTS, limits).parse(lines, "src", 7)
+    spec = parse_chunk(RawChunk("p", 0, "src", 7, lines), limits)
+    assert got.ts_converted == spec.ts_converted == {"ms": 0, "auto": 1, "s": 1}[limits.ts_unit]
+
+
+@pytest.mark.parametrize("failure_modes", ["given", "given-else-infer", "infer"])
+def test_inferred_failure_modes_in_a_clean_block_are_the_schemas(failure_modes: str) -> None:
+    """Records whose failure mode the schema infers from the error text: the same mode
+    and `error_template` as `RecordParser` gives, and the same records counted."""
+    limits = RecordLimits(failure_modes=failure_modes)
+    lines = [_line(error="permission denied: /etc/shadow"),
+             _line(failure_mode="NOTFOUND", error="connection refused by 10.0.0.1:443"),
+             _line(outcome="success"), _line(outcome="timeout", error="timed out after 30s"),
+             _line(failure_mode="ARGS", error_template="x")]
+    counted, *rest = block_view(lines, COUNTS, limits)
+    assert (counted, *rest) == spec_view(lines, COUNTS, limits)
+    inferred = [r for r in counted if "error_template" in r and r.get("error")]
+    assert (len(inferred) > 0) == (failure_modes != "given")
+    if failure_modes == "given":
+        assert [r["failure_mode"] for r in counted] == ["NOTFOUND", "ARGS"]
+
+
+def test_a_non_string_error_template_is_refused_as_the_schema_does() -> None:
+    lines = [_line(failure_mode="PERM"), _line(failure_mode="PERM", error_template=3)]
+    view = block_view(lines, COUNTS, RecordLimits())
+    assert view == spec_view(lines, COUNTS, RecordLimits())
+    assert view[2] == 1 and "error_template" in view[1][0].reason

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from binloop.events import dumps_event
+from binloop.core.events import dumps_event
 from tests.test_offline_designer import scenario_event
 from tests.test_runner import payment_event
 
@@ -29,7 +29,7 @@ def test_build_exit_codes_and_tools_commands(tmp_path: Path) -> None:
     events.write_bytes(dumps_event(payment_event()) + b"\n"
                        + dumps_event(scenario_event("NETWORK")) + b"\n")
     ambiguous = binloop("build", "--event", str(events), "--library", lib)
-    assert ambiguous.returncode == 1 and "--event-id" in ambiguous.stderr
+    assert ambiguous.returncode == 65 and "--event-id" in ambiguous.stderr
     payment_id = payment_event()["event_id"]
     gated = binloop("build", "--event", str(events), "--event-id", payment_id[:10],
                     "--library", lib, "--json")
@@ -45,9 +45,9 @@ def test_build_exit_codes_and_tools_commands(tmp_path: Path) -> None:
     assert rolled.returncode == 2 and "never designs" in rolled.stderr
     broken = tmp_path / "broken.json"
     broken.write_text('{"event_id": "x", "tool": "t"}')
-    assert binloop("build", "--event", str(broken), "--library", lib).returncode == 1
+    assert binloop("build", "--event", str(broken), "--library", lib).returncode == 65
     assert binloop("build", "--event", str(one), "--library", lib,
-                   "--designer", "nowhere:nothing").returncode == 1
+                   "--designer", "nowhere:nothing").returncode == 64
 
     listed = orjson.loads(binloop("tools", "list", "--library", lib, "--json").stdout)
     assert [(t["name"], t["status"]) for t in listed["tools"]] == [(name, "probationary")]
@@ -67,8 +67,8 @@ def test_build_exit_codes_and_tools_commands(tmp_path: Path) -> None:
     assert binloop("tools", "quarantine", name, "--library", lib, "--reason", "bad").returncode == 0
     assert "quarantined" in binloop("tools", "list", "--library", lib).stdout
     assert binloop("tools", "promote", name, "--library", lib).returncode == 0
-    assert binloop("tools", "rollback", name, "--library", lib).returncode == 2  # no v0
-    assert binloop("tools", "show", "nope", "--library", lib).returncode == 2
+    assert binloop("tools", "rollback", name, "--library", lib).returncode == 64  # no v0
+    assert binloop("tools", "show", "nope", "--library", lib).returncode == 66
 
     tool_file = tmp_path / "lib" / summary["tool"]["path"] / "tool.py"
     tool_file.write_text(tool_file.read_text() + "# tampered\n")

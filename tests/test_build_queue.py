@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from binloop.events import BINEvent
+from binloop.core.events import BINEvent
 from pipeline_runner.queue import BuildQueue
 from pipeline_runner.rearm import RearmScheduler, backoff_s
 from pipeline_runner.runner import BuildResult
@@ -124,7 +124,7 @@ def test_the_scheduler_thread_publishes_when_due(tmp_path: Path) -> None:
 
 
 def test_the_service_builds_and_rearms_quarantined_keys(tmp_path: Path) -> None:
-    from binloop.config import load_config
+    from binloop.core.config import load_config
     from pipeline_runner.service import BuildService, LogResultSink
     from tests.buildkit import use
 

@@ -9,12 +9,12 @@ import pytest
 from bytewax.dataflow import Dataflow
 from bytewax.testing import run_main
 
-from binloop import metrics
-from binloop.config import Config, load_config
-from binloop.library_status import library_status
+from binloop.core.config import Config, load_config
+from binloop.library.status import library_status
+from binloop.library.store import ToolLibrary
+from binloop.ops import metrics
 from flows.detect import add_detector
 from flows.file_source import TelemetryFileSource
-from pipeline_runner.library import ToolLibrary
 from pipeline_runner.service import BuildService, LogResultSink
 from sinks.build_runner import build_events
 from tests.designers import BlockingOfflineDesigner

@@ -20,11 +20,11 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from binloop.cluster import free_ports
-from binloop.commands.run import run_live
-from binloop.config import Config
-from binloop.nats_server import NatsServer
-from binloop.summary import RunSummary
+from binloop.cli.commands.run import run_live
+from binloop.core.config import Config
+from binloop.core.summary import RunSummary
+from binloop.nats.server import NatsServer
+from binloop.ops.cluster import free_ports
 from tests.nats_fixtures import live_config, publish, stream_messages, telemetry
 from tests.test_live_nats import (
     COUNTERS,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from binloop.cluster_spec import ClusterSpec, cluster_spec, expand_addresses, pod_ordinal
-from binloop.config import load_config
+from binloop.core.config import load_config
+from binloop.ops.cluster_spec import ClusterSpec, cluster_spec, expand_addresses, pod_ordinal
 
 
 def spec(**settings: str) -> ClusterSpec | None:
@@ -62,7 +62,7 @@ def test_ipv6_addresses() -> None:
 
 
 def test_a_local_cluster_serves_metrics_on_consecutive_ports() -> None:
-    from binloop.commands.run import _process_env
+    from binloop.cli.commands.run import _process_env
 
     config = load_config({"metrics_port": "9100", "processes": "3"}, env={})
     assert [_process_env(config, i) for i in range(3)] == [

@@ -1,13 +1,15 @@
 from __future__ import annotations
 
+import dataclasses
+import sys
 from pathlib import Path
 
 import pytest
 
-from binloop.config import ConfigError, load_config, update_readme
-from binloop.window import WindowSpec
+from binloop.core.config import Config, ConfigError, load_config
+from binloop.core.window import WindowSpec
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def test_precedence_default_file_env_flag(tmp_path: Path) -> None:
@@ -38,6 +40,14 @@ def test_config_round_trips_through_env() -> None:
     assert load_config({}, config.to_env()) == config
 
 
-def test_readme_settings_table_is_current() -> None:
-    text = README.read_text()
-    assert update_readme(text) == text, "run: python -m binloop.config --update-readme"
+def test_the_docs_render_every_setting_from_its_declaration() -> None:
+    sys.path.insert(0, str(DOCS))
+    try:
+        from hooks import on_page_markdown  # the mkdocs hook that fills the settings table
+    finally:
+        sys.path.pop(0)
+    page = (DOCS / "configuration.md").read_text()
+    rendered = on_page_markdown(page)
+    assert rendered != page
+    for f in dataclasses.fields(Config):
+        assert f"| `{f.name}` |" in rendered, f.name

@@ -122,4 +122,4 @@ def test_a_used_workdir_is_refused(tmp_path: Path) -> None:
     (tmp_path / "old.txt").write_text("x")
     proc = demo(tmp_path)
     output, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 2 and "is not empty" in output
+    assert proc.returncode == 73 and "is not empty" in output

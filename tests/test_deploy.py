@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from binloop.cluster_spec import cluster_spec
-from binloop.config import Config, env_name, load_config
+from binloop.core.config import Config, env_name, load_config
+from binloop.ops.cluster_spec import cluster_spec
 
 if sys.version_info >= (3, 11):
     import tomllib

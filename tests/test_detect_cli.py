@@ -98,7 +98,7 @@ def test_stdin_input(tmp_path: Path) -> None:
 
 def test_missing_input_is_a_clear_error(tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["detect", "--input", str(tmp_path / "nope.jsonl")]) == 2
+    assert main(["detect", "--input", str(tmp_path / "nope.jsonl")]) == 66  # EX_NOINPUT
     assert "does not exist" in capsys.readouterr().err
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from binloop.commands.detect import detect
-from binloop.config import Config
+from binloop.cli.commands.detect import detect
+from binloop.core.config import Config
 
 
 @pytest.mark.parametrize("engine", ["bytewax", "reference", "polars"])

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from binloop.detection import DetectionParams, Detector, detect
-from binloop.events import event_id
-from binloop.window import WindowSpec
+from binloop.core.detection import DetectionParams, Detector, detect
+from binloop.core.events import event_id
+from binloop.core.window import WindowSpec
 from tests.helpers import rec
 
 MIN = 60_000
@@ -22,7 +22,7 @@ def test_fires_once_at_theta_then_disarmed() -> None:
     assert event["count"] == 3
     assert event["fired_ts"] == 2000 and event["first_ts"] == 0
     assert [r["ts"] for r in event["evidence"]] == [0, 1000, 2000]
-    assert event["event_id"] == event_id("t", "ARGS.x", 0)
+    assert event["event_id"] == event_id("t", "ARGS.x", 0, params(theta=3).config_digest)
     assert event["config"]["theta"] == 3 and event["window"] == "session"
 
 

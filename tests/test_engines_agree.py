@@ -22,13 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from binloop.config import Config
-from binloop.detection import Detector, DetectorStats
-from binloop.ingest import parse_item
-from binloop.polars_engine import detect_rows
-from binloop.polars_frame import records_frame
-from binloop.reference import detect_records
-from binloop.schema import InvalidRecord, ToolInvocation
+from binloop.core.config import Config
+from binloop.core.detection import Detector, DetectorStats
+from binloop.core.schema import InvalidRecord, ToolInvocation
+from binloop.engines.polars.engine import detect_rows
+from binloop.engines.polars.frame import records_frame
+from binloop.engines.reference import detect_records
+from binloop.replay.ingest import parse_item
 from tests.engine_runs import (
     engine_config,
     run_bytewax_on,

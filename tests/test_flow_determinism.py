@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from benchmarks.synthetic import Shape, write_synthetic
-from binloop.window import WindowSpec
+from binloop.core.window import WindowSpec
 from tests.engine_runs import (
     Outcome,
     engine_config,

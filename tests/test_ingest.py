@@ -8,9 +8,9 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from binloop.ingest import parse_chunk, parse_counted
-from binloop.inputs import RawChunk, RawItem
-from binloop.schema import RecordLimits
+from binloop.core.schema import RecordLimits
+from binloop.replay.ingest import parse_chunk, parse_counted
+from binloop.replay.inputs import RawChunk, RawItem
 from tests.strategies import telemetry_lines
 
 COUNTS = frozenset({"failure", "timeout"})

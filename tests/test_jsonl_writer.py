@@ -4,7 +4,7 @@ from pathlib import Path
 
 import orjson
 
-from binloop.jsonl import JsonlFileWriter, event_key
+from binloop.replay.jsonl import JsonlFileWriter, event_key
 
 
 def ev(event_id: str) -> bytes:

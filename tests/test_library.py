@@ -11,11 +11,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline_runner import manifest as mf
-from pipeline_runner.fsutil import write_tree
-from pipeline_runner.library import ToolLibrary
+from binloop.core.fsutil import write_tree
+from binloop.core.names import UnsafeName, check_relpath, check_tool_name, tool_name_for
+from binloop.library import manifest as mf
+from binloop.library.store import ToolLibrary
 from pipeline_runner.lifecycle import Policy, apply_telemetry
-from pipeline_runner.names import UnsafeName, check_relpath, check_tool_name, tool_name_for
 from tests.buildkit import use
 
 ANSWERS: mf.Answers = {"tool": "book", "failure_mode": "ARGS.total"}
@@ -101,8 +101,8 @@ def test_revert_of_first_commit_leaves_empty_library(tmp_path: Path) -> None:
 
 CRASH_CHILD = textwrap.dedent("""
     import os, signal, sys
-    from pipeline_runner import library as lib_module
-    from pipeline_runner.fsutil import write_tree
+    from binloop.library import store as lib_module
+    from binloop.core.fsutil import write_tree
     from tests.test_library import version_of
     library = lib_module.ToolLibrary(sys.argv[1])
     where = sys.argv[2]

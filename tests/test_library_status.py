@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from binloop.commands.status import render
-from binloop.library_status import library_status
+from binloop.cli.commands.status import render
+from binloop.library.status import library_status
 
 
 def tool(name: str, status: str, version: int = 1, history: int = 0) -> dict[str, Any]:

@@ -17,14 +17,14 @@ import orjson
 import pytest
 from nats.js.errors import NotFoundError
 
-from binloop.config import Config, load_config
-from binloop.events import dumps_event
-from binloop.jetstream import StreamSpec, connect, ensure_stream
-from binloop.nats_server import NatsServer
-from binloop.subjects import MSG_ID_HEADER, event_subject, subject_token
-from pipeline_runner.library import ToolLibrary
-from pipeline_runner.live import LiveBuilds, consume_events
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.cli.build_service import LiveBuilds, consume_events
+from binloop.core.config import Config, load_config
+from binloop.core.events import dumps_event
+from binloop.library.store import ToolLibrary
+from binloop.nats.jetstream import StreamSpec, connect, ensure_stream
+from binloop.nats.link import NatsLink
+from binloop.nats.server import NatsServer
+from binloop.nats.subjects import MSG_ID_HEADER, event_subject, subject_token
 from pipeline_runner.nats_control import NatsControl
 from tests.buildkit import event_of, failing_calls, runner_for
 from tests.nats_fixtures import publish
@@ -39,7 +39,7 @@ class Agent:
     """A real agent on NATS: answers pause with its task state, records what it gets."""
 
     def __init__(self, url: str, answer: bool = True) -> None:
-        self.bridge = NatsBridge(url, "test-agent")
+        self.bridge = NatsLink(url, "test-agent")
         self.got: list[tuple[str, Any]] = []
         token = subject_token(SESSION)
 
@@ -67,8 +67,8 @@ class Agent:
 
 
 @pytest.fixture
-def bridge(nats_server: NatsServer) -> Iterator[NatsBridge]:
-    link = NatsBridge(nats_server.url, "test-runner")
+def bridge(nats_server: NatsServer) -> Iterator[NatsLink]:
+    link = NatsLink(nats_server.url, "test-runner")
     yield link
     link.close()
 
@@ -77,7 +77,7 @@ def session_event() -> Any:
     return payment_event(session=SESSION)  # type: ignore[arg-type]
 
 
-def test_pause_reload_resume_on_nats(nats_server: NatsServer, bridge: NatsBridge,
+def test_pause_reload_resume_on_nats(nats_server: NatsServer, bridge: NatsLink,
                                      tmp_path: Path) -> None:
     agent = Agent(nats_server.url)
     try:
@@ -101,7 +101,7 @@ def test_pause_reload_resume_on_nats(nats_server: NatsServer, bridge: NatsBridge
 
 @pytest.mark.parametrize("agent_listens", [False, True])
 def test_an_agent_that_does_not_answer_does_not_hold_the_build(
-        nats_server: NatsServer, bridge: NatsBridge, tmp_path: Path,
+        nats_server: NatsServer, bridge: NatsLink, tmp_path: Path,
         agent_listens: bool) -> None:
     agent = Agent(nats_server.url, answer=False) if agent_listens else None
     try:

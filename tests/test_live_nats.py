@@ -20,13 +20,13 @@ from typing import Any
 import orjson
 import pytest
 
-from binloop.commands.run import run_live
-from binloop.config import Config
-from binloop.nats_server import NatsServer, free_port
-from binloop.reference import run_reference
-from binloop.subjects import MSG_ID_HEADER, event_subject
-from binloop.summary import RunSummary
-from binloop.telemetry_client import TelemetryClient
+from binloop.cli.commands.run import run_live
+from binloop.core.config import Config
+from binloop.core.summary import RunSummary
+from binloop.engines.reference import run_reference
+from binloop.nats.server import NatsServer, free_port
+from binloop.nats.subjects import MSG_ID_HEADER, event_subject
+from binloop.nats.telemetry_client import TelemetryClient
 from tests.nats_fixtures import (
     live_config,
     publish,
@@ -264,7 +264,7 @@ def test_a_stream_whose_subjects_overlap_another_is_a_clean_error(
     import asyncio
 
     from binloop.cli import main
-    from binloop.jetstream import StreamSpec, connect, ensure_stream
+    from binloop.nats.jetstream import StreamSpec, connect, ensure_stream
 
     async def squat() -> None:
         nc = await connect(nats_server.url, "test-squatter", 10)

@@ -9,11 +9,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from binloop.commands.run import run_live
-from binloop.jetstream import connect
-from binloop.nats_server import NatsServer
-from binloop.publish import messages
-from binloop.subjects import BATCH_HEADER, telemetry_subject
+from binloop.cli.commands.run import run_live
+from binloop.nats.jetstream import connect
+from binloop.nats.publish import messages
+from binloop.nats.server import NatsServer
+from binloop.nats.subjects import BATCH_HEADER, telemetry_subject
 from tests.nats_fixtures import live_config, publish, stream_messages, telemetry
 from tests.test_live_nats import assert_same_events, events_in, reference
 
@@ -38,6 +38,7 @@ async def _publish_poison(url: str) -> None:
         await js.publish(subject, b"\xff\xfe{\x00")
         await js.publish(subject, TEN_MB)
         await js.publish(subject, b"a\nb\n", headers={BATCH_HEADER: "gzip"})
+        await js.publish(subject, b"")  # was read as a blank line: vanished
         await js.publish(telemetry_subject("telemetry", 4, "enveloped"),
                          b"\n".join([GOOD_IN_ENVELOPE[0], b"{oops", *GOOD_IN_ENVELOPE[1:]]),
                          headers={BATCH_HEADER: "jsonl"})
@@ -58,19 +59,19 @@ def test_poison_messages_are_dead_lettered_once(nats_server: NatsServer,
 
     dead = [orjson.loads(line) for line in (tmp_path / "dead.jsonl").read_bytes().splitlines()]
     reasons = sorted(d["reason"].split(":")[0] for d in dead)
-    assert len(dead) == 6
+    assert len(dead) == 7
     assert reasons == sorted(["not JSON", "missing field session_id", "not JSON",
                               f"record of {len(TEN_MB)} bytes exceeds the 1048576-byte limit",
                               "unknown Binloop-Batch encoding 'gzip' (expected 'jsonl')",
-                              "not JSON"])
+                              "empty message", "not JSON"])
     assert all(len(d["raw"]) < 4096 for d in dead)
     valid = [*lines[:1500], *GOOD_IN_ENVELOPE, STRAY, *lines[1500:]]
     expected, ref_summary = reference(config, valid, tmp_path)
     assert {e["tool"] for e in expected} >= {"enveloped"}
     assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
     assert summary.valid == ref_summary.valid == len(valid)
-    assert summary.invalid == 6
-    assert summary.records_read == len(valid) + 6
+    assert summary.invalid == 7
+    assert summary.records_read == len(valid) + 7
 
 
 async def _unpartitioned_stream(url: str, lines: list[bytes]) -> None:

@@ -9,16 +9,16 @@ from typing import Any
 import orjson
 import pytest
 
-from binloop.config import load_config
-from binloop.events import BINEvent
+from binloop.core.config import load_config
+from binloop.core.events import BINEvent
+from binloop.library.manifest import empty_manifest
+from binloop.library.store import ToolLibrary
 from pipeline_runner.design import Design
 from pipeline_runner.designers import load_designer
 from pipeline_runner.designers.anthropic_designer import AnthropicClient
 from pipeline_runner.designers.llm import Limits, LLMDesigner
 from pipeline_runner.designers.offline import OfflineDesigner
 from pipeline_runner.designers.openai_designer import OpenAIClient
-from pipeline_runner.library import ToolLibrary
-from pipeline_runner.manifest import empty_manifest
 from tests.buildkit import RecordingControl, event_of, failing_calls, runner_for
 from tests.llm_servers import LLMServer, Reply, ScriptedLLM
 
@@ -48,8 +48,8 @@ def wire_design(design: Design) -> str:
 
 
 def good_answers(event: BINEvent, target: str = "python") -> tuple[str, str]:
+    from binloop.core.redact import Redactor
     from pipeline_runner.event_input import for_design
-    from pipeline_runner.redact import Redactor
 
     offline = OfflineDesigner()
     design = offline.design(for_design(event, Redactor()), empty_manifest())

@@ -13,7 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from binloop.logs import clear_context, set_context, setup_logging
+from binloop.core.errors import EX_USAGE
+from binloop.core.logs import clear_context, set_context, setup_logging
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_every_command_takes_log_flags_and_env(tmp_path: Path) -> None:
            "--no-build", "--addresses", "a:1;b:1"]
     flagged = subprocess.run([*bad, "--log-format", "json"], capture_output=True, text=True,
                              check=False)
-    assert flagged.returncode == 2
+    assert flagged.returncode == EX_USAGE
     line = orjson.loads(flagged.stderr.strip())
     assert line["level"] == "error" and "needs --process-id" in line["msg"]
     env_json = subprocess.run(bad, capture_output=True, text=True, check=False,

@@ -6,9 +6,9 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from binloop import metrics
-from binloop.detection import DetectorStats
-from binloop.nats_server import free_port
+from binloop.core.detection import DetectorStats
+from binloop.nats.server import free_port
+from binloop.ops import metrics
 from flows.operators import IngestStats
 
 

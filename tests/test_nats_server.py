@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from binloop.jetstream import connect
-from binloop.nats_server import NatsServer, find_nats_server
+from binloop.nats.jetstream import connect
+from binloop.nats.server import NatsServer, find_nats_server
 from tests.nats_fixtures import publish, stream_messages, telemetry
 
 

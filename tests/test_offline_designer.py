@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from binloop.events import BINEvent
+from binloop.core.events import BINEvent
+from binloop.library.manifest import empty_manifest
+from binloop.library.store import ToolLibrary
 from pipeline_runner.design import NoDesign
 from pipeline_runner.designers import load_designer
 from pipeline_runner.designers.offline import OfflineDesigner
@@ -17,8 +19,6 @@ from pipeline_runner.designers.offline.templates import (
     resolve,
     retry,
 )
-from pipeline_runner.library import ToolLibrary
-from pipeline_runner.manifest import empty_manifest
 from tests.buildkit import event_of, failing_calls, runner_for
 
 SCENARIOS: dict[str, tuple[str, str, list[tuple[dict[str, Any], str]], dict[str, Any]]] = {

@@ -8,6 +8,7 @@ import io
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import polars as pl
@@ -15,23 +16,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import binloop.polars_load as polars_load
-from binloop.config import Config
-from binloop.detection import DetectionParams, detect
-from binloop.ingest import parse_chunk
-from binloop.inputs import InputReader
-from binloop.polars_engine import detect_frame, detect_rows, load_records
-from binloop.polars_frame import record_of, records_frame
-from binloop.polars_load import LoadedRecords
-from binloop.schema import (
-    DEFAULT_LIMITS,
+import binloop.engines.polars.load as polars_load
+from binloop.core.config import Config
+from binloop.core.detection import DetectionParams, detect
+from binloop.core.schema import (
     DeadLetter,
     RecordLimits,
+    RecordParser,
     ToolInvocation,
     dumps_record,
     validate_record,
 )
-from binloop.window import WindowSpec
+from binloop.core.window import WindowSpec
+from binloop.engines.polars.engine import detect_frame, detect_rows, load_records
+from binloop.engines.polars.frame import record_of, records_frame
+from binloop.engines.polars.load import LoadedRecords
+from binloop.replay.ingest import parse_chunk
+from binloop.replay.inputs import InputReader
 from tests.helpers import rec
 from tests.strategies import encode, odd_lines, telemetry_lines
 
@@ -105,7 +106,8 @@ def test_gz_parquet_directory_and_stdin(tmp_path: Path) -> None:
         loaded = assert_loads_like_reference(path, limits)
         assert loaded.frame.height >= 19
     result = subprocess.run(
-        [sys.executable, "-c", "import sys; from binloop.polars_engine import load_records; "
+        [sys.executable, "-c", "import sys; "
+         "from binloop.engines.polars.engine import load_records; "
          "r = load_records('-'); print(r.frame.height, len(r.dead), r.blank)"],
         input=body, capture_output=True, check=True)
     assert result.stdout.split() == [b"20", b"1", b"1"]
@@ -122,17 +124,23 @@ def test_client_and_json_dumps_lines_take_the_fast_path(
                                            for r in records]
     canonical = [encode(body, style) for body in bodies for style in ("client", "json.dumps")]
     calls = []
-    original = polars_load.parse_item
+    original = polars_load.RecordParser
 
-    def counting(item: object, limits: RecordLimits = DEFAULT_LIMITS) -> ToolInvocation:
-        calls.append(item)
-        return original(item, limits)  # type: ignore[arg-type]
+    class Counting(RecordParser):
+        def parse(self, raw: bytes | str) -> ToolInvocation:
+            calls.append(raw)
+            return super().parse(raw)
 
-    polars_load.parse_item = counting  # type: ignore[assignment]
+        def validate(self, obj: dict[str, Any], encoded_size: int | None = None
+                     ) -> ToolInvocation:
+            calls.append(obj)
+            return super().validate(obj, encoded_size)
+
+    polars_load.RecordParser = Counting  # type: ignore[misc]
     try:
         loaded = load_records(str(_write(tmp_path_factory, canonical)))
     finally:
-        polars_load.parse_item = original
+        polars_load.RecordParser = original  # type: ignore[misc]
     assert loaded.frame.height == len(canonical) and not loaded.dead
     assert calls == []
 
@@ -174,13 +182,14 @@ def test_one_loaded_frame_serves_many_parameter_sets(tmp_path: Path) -> None:
 
 
 def test_cli_polars_engine(tmp_path: Path) -> None:
-    lines = [dumps_record(rec(i, args={"i": i})) for i in range(4)] + [b"{oops"]
+    base = 1_700_000_000_000
+    lines = [dumps_record(rec(base + i, args={"i": i})) for i in range(4)] + [b"{oops"]
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     result = subprocess.run(
         [sys.executable, "-m", "binloop.cli", "detect", "--engine", "polars", "--input",
          str(path), "--theta", "2"], capture_output=True, check=True)
     (event,) = [orjson.loads(line) for line in io.BytesIO(result.stdout)]
-    assert event["count"] == 2 and [r["ts"] for r in event["evidence"]] == [0, 1]
+    assert event["count"] == 2 and [r["ts"] for r in event["evidence"]] == [base, base + 1]
     assert b"records read 5 | valid 4 | invalid 1" in result.stderr
     assert b"not JSON" in result.stderr

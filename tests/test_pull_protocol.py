@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from binloop.pull_protocol import Delivery, PullSettings, PullTracker, split_envelope
+from binloop.nats.pull_protocol import Delivery, PullSettings, PullTracker, split_envelope
 
 
 def tracker(position: int = 0, batch: int = 4) -> PullTracker:
@@ -52,11 +52,28 @@ def test_take_records_envelopes_and_rejects() -> None:
         out.rejects[0].reason and out.rejects[0].position == "stream seq 7"
 
 
+def test_an_empty_message_is_a_reject_not_a_blank_line() -> None:
+    pull, out = tracker(), Delivery()
+    pull.take(out, 1, b"", None)
+    pull.take(out, 2, b" \r\n", None)
+    pull.take(out, 3, b"\n", "jsonl")
+    pull.take(out, 4, b'{"a":1}', None)
+    assert out.items == [b'{"a":1}'] and out.messages == 4
+    assert [(d.reason, d.position) for d in out.rejects] == [
+        ("empty message: no record", "stream seq 1"),
+        ("empty message: no record", "stream seq 2"),
+        ("empty Binloop-Batch envelope: no record", "stream seq 3")]
+
+
 def test_consumer_config_starts_after_the_position() -> None:
-    config = tracker(position=41).consumer_config(["a.>", "b.>"])
+    config = tracker(position=41).consumer_config(["a.>", "b.>"]).as_dict()
     assert config["opt_start_seq"] == 42 and config["filter_subjects"] == ["a.>", "b.>"]
     assert "filter_subject" not in config
-    assert tracker().consumer_config(["a.>"])["filter_subject"] == "a.>"
+    assert tracker().consumer_config(["a.>"]).as_dict()["filter_subject"] == "a.>"
+    # The API form, through nats-py's own enums: what the wire reader sends.
+    assert orjson.loads(orjson.dumps(config))["deliver_policy"] == "by_start_sequence"
+    assert (config["ack_policy"], config["replay_policy"]) == ("none", "instant")
+    assert config["inactive_threshold"] == 30_000_000_000
 
 
 def test_stale_after_a_reconnect_or_three_silent_heartbeats() -> None:

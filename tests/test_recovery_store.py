@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from bytewax.recovery import init_db_dir
 
-from binloop.recovery_store import MARKER, partitions_in, prepare_store, store_ready
+from binloop.ops.recovery_store import MARKER, partitions_in, prepare_store, store_ready
 
 
 def test_process_0_creates_the_store_with_a_marker(tmp_path: Path) -> None:

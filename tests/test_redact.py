@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline_runner.redact import MASK, Redactor, redact, redact_text
+from binloop.core.redact import MASK, Redactor, redact, redact_text
 
 SECRETS = [
     "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",

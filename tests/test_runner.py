@@ -11,10 +11,10 @@ from typing import Any
 import orjson
 import pytest
 
+from binloop.library.manifest import empty_manifest
+from binloop.library.store import ToolLibrary
 from pipeline_runner.designers.offline import OfflineDesigner
-from pipeline_runner.library import ToolLibrary
 from pipeline_runner.lifecycle import apply_telemetry
-from pipeline_runner.manifest import empty_manifest
 from pipeline_runner.runner import StageTimeouts
 from pipeline_runner.sandbox import detect_isolation
 from tests.buildkit import (

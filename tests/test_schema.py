@@ -6,7 +6,7 @@ import time
 import orjson
 import pytest
 
-from binloop.schema import InvalidRecord, RecordLimits, parse_record, record_id
+from binloop.core.schema import InvalidRecord, RecordLimits, parse_record, record_id
 
 GOOD = {"session_id": 7, "ts": 1_700_000_000_000, "tool": "book", "args": {"a": 1},
         "outcome": "FAILURE", "failure_mode": "args.total", "duration_ms": 12, "error": "bad"}
@@ -87,7 +87,7 @@ from typing import Any  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from binloop.schema import (  # noqa: E402
+from binloop.core.schema import (  # noqa: E402
     DEFAULT_LIMITS,
     RecordParser,
     _already_normal,

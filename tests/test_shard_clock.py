@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from binloop.detection import DetectionParams
+from binloop.core.detection import DetectionParams
 from flows.operators import DetectShard, ShardChunk
 from tests.helpers import rec
 

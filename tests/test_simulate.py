@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 from binloop.cli import main
-from binloop.schema import parse_record, validate_record
-from binloop.simulate import SimParams, record_lines, simulate, truth_path, write_simulation
+from binloop.core.schema import parse_record, validate_record
+from binloop.sim.simulate import SimParams, record_lines, simulate, truth_path, write_simulation
 
 SMALL = SimParams(sessions=80, pairs=8, seed=7)
 
@@ -74,7 +74,9 @@ def test_outcomes_errors_and_secrets_look_like_telemetry(tmp_path: Path) -> None
     outcomes = {r["outcome"] for r in records}
     assert outcomes == {"success", "failure", "timeout", "cancelled"}
     for r in records:
-        assert ("error" in r) == (r["outcome"] in ("failure", "timeout"))
+        # a failure without a mode carries no text either: nothing to infer a mode from
+        assert ("error" in r) == (r["outcome"] in ("failure", "timeout")
+                                  and r["failure_mode"] is not None)
         if r["outcome"] == "timeout":
             assert r["failure_mode"] is not None and r["failure_mode"].startswith("TIMEOUT")
     assert any(r["outcome"] == "failure" and r["failure_mode"] is None for r in records)
@@ -131,10 +133,27 @@ def test_cli_writes_file_and_truth(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["simulate", "--out", str(out), "--noise-rate", "2"]) == 2
 
 
-def test_readme_documents_every_simulator_parameter() -> None:
+def test_the_docs_document_every_simulator_parameter() -> None:
     import dataclasses
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## Simulator", 1)[1].split("\n## ", 1)[0]
+    section = (Path(__file__).resolve().parents[1] / "docs" / "simulator.md").read_text()
     for f in dataclasses.fields(SimParams):
         assert f"`{f.name}`" in section, f.name
+
+
+def test_text_modes_write_error_texts_and_an_inferred_truth(tmp_path: Path) -> None:
+    """`modes=text`: no failure_mode in the file, the texts kept; the truth lists the keys
+    those texts infer to, and a sweep of the file finds them."""
+    from binloop.core.classify import classify
+
+    given = write_simulation(SimParams(sessions=200, pairs=10, seed=3), tmp_path / "g.jsonl")
+    text = write_simulation(SimParams(sessions=200, pairs=10, seed=3, modes="text"),
+                            tmp_path / "t.jsonl")
+    records = [parse_record(line) for line in _lines(tmp_path / "t.jsonl")]
+    assert all(r["failure_mode"] is None for r in records)
+    failed = [r for r in records if "error" in r]
+    assert len(failed) == sum(1 for r in map(parse_record, _lines(tmp_path / "g.jsonl"))
+                              if "error" in r)
+    assert {p["given_mode"] for p in text["pairs"]} == {p["failure_mode"] for p in given["pairs"]}
+    inferred = {(r["tool"], classify(r["error"], r["outcome"]).failure_mode) for r in failed}
+    assert {(p["tool"], p["failure_mode"]) for p in text["pairs"]} <= inferred

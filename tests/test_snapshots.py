@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from binloop.core.detection import DetectionParams
 from binloop.core.shard_snapshot import FORMAT, SnapshotError, load_shard
-from binloop.detection import DetectionParams
-from binloop.window import WindowSpec
+from binloop.core.window import WindowSpec
 from flows.operators import DetectShard, ShardChunk, ShardState
 from tests.helpers import rec
 
@@ -128,7 +128,7 @@ def test_a_recovery_store_of_a_replay_holds_only_plain_data(tmp_path: Path) -> N
     from bytewax.recovery import RecoveryConfig, init_db_dir
     from bytewax.testing import run_main
 
-    from binloop.config import Config
+    from binloop.core.config import Config
     from flows.detect import build_flow
 
     store = tmp_path / "store"
@@ -160,7 +160,7 @@ def test_a_recovery_store_of_a_replay_holds_only_plain_data(tmp_path: Path) -> N
 
 
 def test_read_positions_are_plain_and_old_ones_still_read() -> None:
-    from binloop.inputs import ReadPosition
+    from binloop.replay.inputs import ReadPosition
     from flows.file_source import position_from_plain, position_to_plain
     from flows.nats_source import NatsPosition
 
@@ -177,3 +177,36 @@ def test_read_positions_are_plain_and_old_ones_still_read() -> None:
             position_from_plain(bad)
         with pytest.raises(ValueError, match="start a new recovery store"):
             NatsPosition.from_snapshot(bad)
+
+
+def test_the_backlog_order_is_in_the_snapshot_and_resumes() -> None:
+    """A chunk held for a backlog not yet released, and a released partition, survive a
+    snapshot (format 3) and a resume: the held chunk applies when the backlog ends."""
+    params = DetectionParams(theta=3, window=WindowSpec.parse("global"), evidence_max=2)
+    shard = DetectShard(params, shards=2, resume=None)
+
+    def ordered(partition: str, seq: int, records: list[Any], waits_for: str | None,
+                releases: bool) -> ShardChunk:
+        plain = chunk(partition, seq, records)
+        return ShardChunk(plain.partition, plain.seq, plain.records, 0, plain.max_ts,
+                          waits_for, releases)
+
+    waiting = ordered("b", 0, [rec(1100 + i, tool="t1") for i in range(3)], "a", False)
+    assert outputs(shard, [waiting]) == []  # held: partition a has not released
+    snapshot = shard.snapshot()
+    assert_plain(snapshot)
+    assert snapshot["format"] == FORMAT and snapshot["held"]["b"] and not snapshot["released"]
+    restored = DetectShard(params, shards=2, resume=pickle.loads(pickle.dumps(snapshot)))
+    assert restored.snapshot() == snapshot
+    release = ordered("a", 0, [rec(1000, tool="t2")], None, True)
+    fired = outputs(restored, [release])
+    assert fired and fired == outputs(shard, [release])
+    after = restored.snapshot()
+    assert after["released"] == ["a"] and after["held"] == {}
+    # Format 2 (before the backlog order): nothing held, nothing released, chunks in order.
+    old = {**after, "format": "binloop.shard/2"}
+    del old["held"], old["released"]
+    old["pending"] = [entry[:5] for entry in old["pending"]]
+    converted = DetectShard(params, shards=2, resume=old).snapshot()
+    assert converted["format"] == FORMAT
+    assert converted["released"] == [] and converted["held"] == {}

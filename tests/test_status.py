@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from binloop.cli import main
-from binloop.jetstream import connect
-from binloop.job_status import PublisherSettings, StatusPublisher, read_job_status
-from binloop.nats_server import NatsServer, free_port
-from binloop.summary import RunSummary
+from binloop.core.summary import RunSummary
+from binloop.nats.jetstream import connect
+from binloop.nats.server import NatsServer, free_port
+from binloop.ops.job_status import PublisherSettings, StatusPublisher, read_job_status
 
 pytestmark = pytest.mark.slow
 

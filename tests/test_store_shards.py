@@ -7,9 +7,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from binloop.commands.run import init_recovery_store
-from binloop.config import DEFAULT_SHARDS, Config, ConfigError, load_config
-from binloop.recovery_store import MARKER, prepare_store, store_shards
+from binloop.cli.commands.run import init_recovery_store
+from binloop.core.config import DEFAULT_SHARDS, Config, ConfigError, load_config
+from binloop.ops.recovery_store import MARKER, prepare_store, store_shards
 
 
 def config(**values: str) -> Config:

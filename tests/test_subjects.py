@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from binloop.subjects import (
+from binloop.nats.subjects import (
     TOKEN_MAX_CHARS,
     event_subject,
     partition_filters,
@@ -66,7 +66,7 @@ def test_subject_layout() -> None:
 
 
 def test_server_urls_are_shown_without_credentials() -> None:
-    from binloop.jetstream import redact_url
+    from binloop.nats.jetstream import redact_url
 
     assert redact_url("nats://alice:s3cret@nats-1:4222,nats://tok@nats-2:4222") == \
         "nats://***@nats-1:4222,nats://***@nats-2:4222"
@@ -74,7 +74,7 @@ def test_server_urls_are_shown_without_credentials() -> None:
 
 
 def test_every_subject_a_tools_records_may_be_stored_under() -> None:
-    from binloop.subjects import tool_filters
+    from binloop.nats.subjects import tool_filters
 
     assert tool_filters("telemetry", "book.flight") == [
         "telemetry_p.*.book%2Eflight", "telemetry_p.*.*.book%2Eflight", "telemetry.*.book%2Eflight"]

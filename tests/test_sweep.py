@@ -9,16 +9,16 @@ import orjson
 import pytest
 from bytewax.testing import cluster_main, run_main
 
-from benchmarks.replay_engine import detect_events, load, resolve
-from benchmarks.sweep import SweepPlan, run_sweep, summary_rows
-from benchmarks.truth import TruthSpec
-from benchmarks.truth import resolve as resolve_truth
 from binloop.cli import main
-from binloop.config import Config
-from binloop.detection import DetectionParams
-from binloop.schema import DEFAULT_LIMITS
-from binloop.simulate import SimParams, write_simulation
-from binloop.window import WindowSpec
+from binloop.core.config import Config
+from binloop.core.detection import DetectionParams
+from binloop.core.schema import DEFAULT_LIMITS
+from binloop.core.window import WindowSpec
+from binloop.sim.replay_engine import detect_events, load, resolve
+from binloop.sim.simulate import SimParams, write_simulation
+from binloop.sim.sweep import SweepPlan, run_sweep, summary_rows
+from binloop.sim.truth import TruthSpec
+from binloop.sim.truth import resolve as resolve_truth
 from flows.detect import build_flow
 
 # (session, tool, failure_mode, outcome) in arrival order, one second apart.
@@ -130,7 +130,8 @@ def test_sweep_engine_fires_what_the_bytewax_flow_fires(tmp_path: Path, window: 
     loaded = load(str(path), DEFAULT_LIMITS)
     assert loaded.engine == resolve("auto")
     for theta, workers in ((2, 1), (4, 2)):
-        params = DetectionParams(theta=theta, window=WindowSpec.parse(window))
+        # the flow's own detection parameters: the same config digest, so the same event ids
+        params = Config(theta=theta, window=WindowSpec.parse(window)).detection()
         ours = detect_events(loaded, params)
         theirs = _bytewax_events(path, tmp_path / f"events-{theta}.jsonl", params, workers)
         assert len(ours) > 3

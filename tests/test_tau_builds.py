@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from binloop.detection import DetectionParams, detect
-from binloop.events import BINEvent
-from binloop.schema import ToolInvocation, parse_record
-from pipeline_runner.library import ToolLibrary
+from binloop.core.detection import DetectionParams, detect
+from binloop.core.events import BINEvent
+from binloop.core.schema import ToolInvocation, parse_record
+from binloop.library.store import ToolLibrary
 from tests.buildkit import runner_for
 
 EXPECTED = {

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from binloop.config import Config
-from binloop.detection import detect
-from binloop.ingest import parse_chunk
-from binloop.inputs import InputReader
-from binloop.window import WindowSpec
+from binloop.core.config import Config
+from binloop.core.detection import detect
+from binloop.core.window import WindowSpec
+from binloop.replay.ingest import parse_chunk
+from binloop.replay.inputs import InputReader
 
 BOOK, UPDATE = "book_reservation", "update_reservation_flights"
 

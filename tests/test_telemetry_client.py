@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from binloop.nats_server import NatsServer, free_port
-from binloop.subjects import MSG_ID_HEADER, telemetry_subject
-from binloop.telemetry_client import TelemetryClient
+from binloop.nats.server import NatsServer, free_port
+from binloop.nats.subjects import MSG_ID_HEADER, telemetry_subject
+from binloop.nats.telemetry_client import TelemetryClient
 from tests.nats_fixtures import publish, stream_messages
 
 

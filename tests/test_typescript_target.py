@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pipeline_runner.library import ToolLibrary
+from binloop.library.store import ToolLibrary
 from tests.buildkit import RecordingControl, runner_for
 from tests.designers import ScriptedSourceDesigner
 from tests.test_offline_designer import SCENARIOS, scenario_event
@@ -22,22 +22,29 @@ def test_builds_a_working_plugin(tmp_path: Path, code: str, typescript_target: A
     result = runner_for(tmp_path / "lib", target=typescript_target).build(scenario_event(code))
     assert result.outcome == "gated", result.reason
     tool_dir = tmp_path / "lib" / result.tool["path"]
-    plugin = orjson.loads((tool_dir / "bot.plugin.json").read_bytes())
+    plugin = orjson.loads((tool_dir / "openclaw.plugin.json").read_bytes())
+    assert (tool_dir / "bot.plugin.json").read_bytes() == \
+        (tool_dir / "openclaw.plugin.json").read_bytes()
     assert plugin["id"] == "binloop-" + result.tool["name"].replace("_", "-")
     assert plugin["configSchema"]["type"] == "object"
-    assert orjson.loads((tool_dir / "package.json").read_bytes())["type"] == "module"
+    package = orjson.loads((tool_dir / "package.json").read_bytes())
+    assert package["type"] == "module" and package["openclaw"]["extensions"] == ["./index.ts"]
+    assert package["name"] == plugin["id"]  # the loader's id hint is the package name
     source = (tool_dir / "index.ts").read_text()
     assert "export default plugin" in source and "api.registerTool" in source
+    assert 'from "openclaw/plugin-sdk/core"' in source and "invokeTool" not in source
     steps = {s.stage: s for s in result.stages}
-    assert steps["check"].detail["steps"][0]["name"] == "tsc"
+    assert [s["name"] for s in steps["check"].detail["steps"]] == \
+        ["tsc (openclaw SDK)", "tsc (hanzo bot contract)"]
+    assert all(s["ok"] for s in steps["check"].detail["steps"])
     assert "pass " in steps["test"].detail["steps"][0]["output"]
 
 
 TS_TYPE_ERROR = '''
-import type { BotPlugin } from "./types/hanzo-bot.js";
-const plugin: BotPlugin = {
+import type { OpenClawPluginDefinition } from "openclaw/plugin-sdk/core";
+const plugin: OpenClawPluginDefinition = {
   id: "binloop-__NAME__", name: "__NAME__", description: "broken",
-  configSchema: {},
+  configSchema: { safeParse: () => ({ success: true }), jsonSchema: {} },
   register(api) {
     api.registerTool({ name: "__NAME__", label: "x", description: "x", parameters: {},
       async execute(_id: string, params: Record<string, unknown>) {
@@ -73,3 +80,37 @@ def test_failing_plugin_tests_roll_back(tmp_path: Path, typescript_target: Any) 
     assert result.outcome == "rolled_back"
     assert [s.stage for s in result.stages if s.outcome != "ok"] == ["test"], result.reason
     assert not (tmp_path / "lib" / "manifest.json").exists()
+
+
+# The plugin shape binloop generated before issue 14: a raw JSON Schema as configSchema
+# and `api.invokeTool`, neither of which the real plugin API has.
+OLD_SHAPE = '''
+import type { OpenClawPluginDefinition } from "openclaw/plugin-sdk/core";
+const plugin: OpenClawPluginDefinition = {
+  id: "binloop-old-tool", name: "old_tool", description: "old",
+  configSchema: { type: "object", properties: {}, additionalProperties: false },
+  register(api) {
+    const invoke = api.invokeTool;
+    api.registerTool({ name: "old_tool", label: "x", description: "x", parameters: {},
+      async execute(_id: string, params: Record<string, unknown>) {
+        const details = { ok: true, result: invoke ? await invoke("x", params) : null };
+        return { content: [{ type: "text", text: JSON.stringify(details) }], details };
+      } });
+  },
+};
+export default plugin;
+'''
+
+
+@pytest.mark.parametrize("config", ["tsconfig.sdk.json", "tsconfig.bot.json"])
+def test_the_real_sdk_and_the_bot_contract_each_refuse_the_old_plugin_shape(
+        config: str, typescript_target: Any) -> None:
+    toolchain, sandbox = typescript_target.toolchain()
+    harness = Path(__file__).resolve().parents[1] / "pipeline_runner/targets/harness"
+    files = {"index.ts": OLD_SHAPE.encode(),
+             "types/hanzo-bot.d.ts": (harness / "hanzo-bot.d.ts").read_bytes(),
+             **typescript_target.check_configs()}
+    run = sandbox.run([str(toolchain.node), str(toolchain.tsc_js), "-p", config], files)
+    assert not run.ok
+    assert "Property 'invokeTool' does not exist" in run.stdout, run.stdout
+    assert "'type' does not exist in type 'OpenClawPluginConfigSchema'" in run.stdout, run.stdout

@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from binloop.core.config import default
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -44,11 +46,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "left (default: 300)")
     parser.add_argument("--resume-timeout", type=float, default=300.0, metavar="SECONDS",
                         help="go on by itself when paused longer than this (default: 300)")
-    parser.add_argument("--subject-prefix", default="telemetry",
-                        help="telemetry subject prefix (default: telemetry)")
-    parser.add_argument("--control-subject-prefix", default="bin.control",
+    parser.add_argument("--subject-prefix", default=default("subject_prefix"),
+                        help="telemetry subject prefix (default: %(default)s)")
+    parser.add_argument("--control-subject-prefix", default=default("control_subject_prefix"),
                         help="control subjects: <prefix>.<session>.pause|resume")
-    parser.add_argument("--registry-subject", default="bin.registry.updated")
+    parser.add_argument("--registry-subject", default=default("registry_subject"))
     parser.add_argument("--work-dir", default=None, metavar="DIR",
                         help="where private copies of plugins go (default: a temp dir)")
     return parser.parse_args(argv)
@@ -76,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from binloop.agent.airline import AirlineService
     from binloop.agent.control import ControlChannel, PauseGate
     from binloop.agent.registry import ToolRegistry
-    from binloop.telemetry_client import TelemetryClient
+    from binloop.nats.telemetry_client import TelemetryClient
 
     log = logging.getLogger("binloop.agent")
     session = args.session or f"trip-{secrets.token_hex(3)}"

@@ -3,7 +3,7 @@
 Three duties, each a few lines here:
 
 1. **Telemetry** — every tool call, the generated tools' own calls included, goes
-   through :class:`binloop.telemetry_client.TelemetryClient` (local JSONL log first,
+   through :class:`binloop.nats.telemetry_client.TelemetryClient` (local JSONL log first,
    then NATS), with its outcome, failure mode, error text, args and duration.
 2. **Pause / resume** — tool calls run inside `PauseGate.step()`; a pause request is
    answered with the task state between two steps, and the agent goes on from the
@@ -35,7 +35,7 @@ from binloop.agent.airline import AirlineService, ToolError
 from binloop.agent.control import PauseGate
 from binloop.agent.registry import LoadedTool, ToolRegistry
 from binloop.agent.task import BOOKINGS, TaskState, reservation_args
-from binloop.telemetry_client import TelemetryClient
+from binloop.nats.telemetry_client import TelemetryClient
 
 log = logging.getLogger("binloop.agent")
 

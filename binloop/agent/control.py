@@ -8,7 +8,7 @@
   library's manifest (the notice only says when to look).
 
 `{session}` is the session id escaped into one subject token
-(`binloop.subjects.subject_token`). Messages are handled one at a time, in arrival
+(`binloop.nats.subjects.subject_token`). Messages are handled one at a time, in arrival
 order, on a worker thread (a reload or a pause may take a while; NATS keeps being
 served meanwhile).
 
@@ -31,8 +31,9 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
-from binloop.subjects import subject_token
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.core.config import default
+from binloop.nats.link import NatsLink
+from binloop.nats.subjects import subject_token
 
 log = logging.getLogger("binloop.agent")
 T = TypeVar("T")
@@ -109,17 +110,18 @@ class ControlChannel:
     """Subscriptions of one agent session (see the module docstring)."""
 
     def __init__(self, nats_url: str, session_id: str | int, handlers: ControlHandlers, *,
-                 prefix: str = "bin.control", registry_subject: str = "bin.registry.updated",
+                 prefix: str = default("control_subject_prefix"),
+                 registry_subject: str = default("registry_subject"),
                  connect_timeout_s: float = 10.0) -> None:
         self.handlers = handlers
         self.subject = f"{prefix}.{subject_token(session_id)}"
         self.registry_subject = registry_subject
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="binloop-agent-control")
-        self.bridge = NatsBridge(nats_url, "binloop-agent", connect_timeout_s)
-        self.bridge.run(self._subscribe())
+        self.link = NatsLink(nats_url, "binloop-agent", connect_timeout_s)
+        self.link.run(self._subscribe())
 
     async def _subscribe(self) -> None:
-        nc = self.bridge.nc
+        nc = self.link.nc
         await nc.subscribe(f"{self.subject}.pause", cb=self._on_pause)
         await nc.subscribe(f"{self.subject}.resume", cb=self._on_resume)
         await nc.subscribe(self.registry_subject, cb=self._on_registry)
@@ -152,5 +154,5 @@ class ControlChannel:
         await self._handle(self.handlers.on_registry_updated, msg.data)
 
     def close(self) -> None:
-        self.bridge.close()
+        self.link.close()
         self._worker.shutdown(wait=False, cancel_futures=True)

@@ -4,7 +4,8 @@ The plugin runs in a node process hosted by binloop's trusted harness
 (`pipeline_runner/targets/harness/serve_plugin.mjs`, which registers the plugin with
 the same `plugin_host.mjs` as its acceptance tests). The two talk JSON lines over
 stdio (the protocol is in serve_plugin.mjs): `execute(params, invoke)` sends one call
-and answers the plugin's `api.invokeTool` requests with `invoke` until the result
+and answers the calls the plugin makes of other tools (through its `binloopHost` invoker)
+with `invoke` until the result
 arrives. Node gets a scrubbed environment (no credentials of the agent).
 """
 
@@ -73,7 +74,7 @@ class NodePluginHost:
         reply: dict[str, Any] = {"id": message.get("id")}
         try:
             if invoke is None:
-                raise RuntimeError("this host gives the plugin no invokeTool")
+                raise RuntimeError("this host lets the plugin call no other tool")
             reply.update(type="invoke_result",
                          result=invoke(str(message.get("tool")), dict(message.get("params") or {})))
         except Exception as exc:  # the plugin sees the failure as a rejected promise

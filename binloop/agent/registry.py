@@ -33,10 +33,10 @@ from typing import Any
 
 import orjson
 
-from pipeline_runner import manifest as mf
-from pipeline_runner.fsutil import sha256_bytes
-from pipeline_runner.library import ToolLibrary
-from pipeline_runner.names import UnsafeName, check_relpath, check_tool_name
+from binloop.core.fsutil import sha256_bytes
+from binloop.core.names import UnsafeName, check_relpath, check_tool_name
+from binloop.library import manifest as mf
+from binloop.library.store import ToolLibrary
 
 log = logging.getLogger("binloop.agent")
 Invoke = Callable[[str, dict[str, Any]], Any]

@@ -1,6 +1,6 @@
-"""Validating a block of JSONL telemetry at C speed, agreeing exactly with `binloop.schema`.
+"""Validating a block of JSONL telemetry at C speed, agreeing exactly with the schema.
 
-`binloop.schema` defines what a valid record is (orjson, then `_normalise`). This module
+`binloop.core.schema` defines what a valid record is (orjson, then `_normalise`). This module
 is a fast path for the common case and never decides anything itself: a block of lines
 is decoded in one call by a typed msgspec decoder (`decode_lines`) that is *stricter*
 than the schema, and a line it cannot vouch for is handed to the schema's own parser.
@@ -36,7 +36,8 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 import orjson
 
-from binloop.schema import (
+from binloop.core.classify import GIVEN, INFER
+from binloop.core.schema import (
     FAILURE_MODE_MAX_CHARS,
     LINE_MAX_BYTES,
     STRING_FIELD_MAX_CHARS,
@@ -48,6 +49,7 @@ from binloop.schema import (
     _check_failure_mode,
     _future_bound,
     raw_text,
+    ts_floor,
 )
 
 _I64_MAX: Final = 2**63 - 1
@@ -75,6 +77,7 @@ class _Record(msgspec.Struct, gc=False):
     duration_ms: _Count | None = None
     agent_id: _Text | None = None
     error: _Text | None = None
+    error_template: _Text | None = None
     id: _Id | None = None
 
 
@@ -88,7 +91,8 @@ _HEX_LOWER: Final = b"0123456789abcdef"
 
 # A valid record that counts (outcome in the count set, with a failure mode), before its
 # full form is needed (`full_record`; the detector asks for it only for an armed key):
-# (raw item, tool, failure mode, ts, session id). A tuple: a chunk holds hundreds of
+# (raw line, or the full record when the schema's parser made it; tool, failure mode,
+# ts, session id). A tuple: a chunk holds hundreds of
 # thousands, and a tuple is made in a fraction of a dataclass's time.
 Candidate = tuple[Any, str, str, int, "int | str"]
 
@@ -103,6 +107,7 @@ class BlockResult:
     valid: int = 0
     blank: int = 0
     max_ts: int | None = None
+    ts_converted: int = 0  # records whose ts was taken as seconds (`ts_unit`)
 
 
 class BlockParser:
@@ -116,6 +121,13 @@ class BlockParser:
         self._modes_max = 4096
         self.blocks_fast = 0
         self.blocks_by_line = 0
+        # What the schema's parser does beyond validating (a block holding such a record
+        # is not taken as it is): a ts below the floor is in seconds, and a record with
+        # an outcome in `_infer` (and no failure mode, or any with `_override`) gets the
+        # failure mode inferred from its error text.
+        self._floor = ts_floor(limits.ts_unit)
+        self._infer = limits.infer_outcomes if limits.failure_modes != GIVEN else frozenset()
+        self._override = limits.failure_modes == INFER
 
     def parse(self, items: Sequence[bytes | dict[str, Any]], source: str,
               first_line: int, block: bytes | None = None) -> BlockResult:
@@ -156,19 +168,47 @@ class BlockParser:
             return False
         if len(records) != len(lines):
             return False
-        max_ts = max(map(_TS, records))
-        if max_ts > _future_bound(self.limits.max_future_skew_ms):
+        stamps = list(map(_TS, records))
+        max_ts = max(stamps)
+        if max_ts > _future_bound(self.limits.max_future_skew_ms) or min(stamps) < self._floor:
             return False
         modes = list(map(_MODE, records))  # failure modes are non-empty: None is the only false
         if not self._modes_normal(set(compress(modes, modes))):
             return False
         if not _ids_lower_hex(records):
             return False
-        out.valid, out.blank, out.max_ts = len(records), blank, max_ts
         counts = self.count_outcomes
+        if self._infer and any(self._inferred(rec) for rec in records):
+            return self._fast_with_inference(lines, records, out, blank, max_ts)
+        out.valid, out.blank, out.max_ts = len(records), blank, max_ts
         out.counted = [(lines[i], rec.tool, rec.failure_mode, rec.ts, rec.session_id)  # type: ignore[misc]
                        for i in compress(range(len(records)), modes)
                        if (rec := records[i]).outcome in counts]
+        return True
+
+    def _inferred(self, rec: _Record) -> bool:
+        """Whether the schema's parser infers this record's failure mode."""
+        return rec.outcome in self._infer and (self._override or rec.failure_mode is None)
+
+    def _fast_with_inference(self, lines: Sequence[bytes], records: list[_Record],
+                             out: BlockResult, blank: int, max_ts: int) -> bool:
+        """A valid block where some records get an inferred failure mode: those are
+        made by the schema's parser (which infers it), the rest taken as decoded."""
+        parser = RecordParser(self.limits)
+        counts = self.count_outcomes
+        counted: list[Candidate] = []
+        for line, rec in zip(lines, records, strict=True):
+            if self._inferred(rec):
+                try:
+                    full = parser.parse(line)
+                except InvalidRecord:  # never for a line the decoder took; to be safe
+                    return False
+                if full["failure_mode"] is not None and full["outcome"] in counts:
+                    counted.append((full, full["tool"], full["failure_mode"], full["ts"],
+                                    full["session_id"]))
+            elif rec.failure_mode is not None and rec.outcome in counts:
+                counted.append((line, rec.tool, rec.failure_mode, rec.ts, rec.session_id))
+        out.valid, out.blank, out.max_ts, out.counted = len(records), blank, max_ts, counted
         return True
 
     def _modes_normal(self, modes: set[str | None]) -> bool:
@@ -210,7 +250,7 @@ class BlockParser:
                         parser.validate(item)
                     ts = rec["ts"]
                     mode = rec["failure_mode"]
-                    cand = (item, rec["tool"], mode, ts, rec["session_id"]) \
+                    cand = (rec, rec["tool"], mode, ts, rec["session_id"]) \
                         if mode is not None and rec["outcome"] in counts else None
             except InvalidRecord as exc:
                 raw = raw_text(item) if isinstance(item, bytes) else \
@@ -222,6 +262,7 @@ class BlockParser:
             if cand is not None:
                 out.counted.append(cand)
         out.max_ts = max_ts if out.valid else None
+        out.ts_converted = parser.ts_converted
 
     def _fast_line(self, line: bytes, future: float) -> _Record | None:
         """The decoded line when the schema would take it as it is, else None."""
@@ -231,8 +272,8 @@ class BlockParser:
             rec = _DECODER.decode(line)
         except _DECODE_ERRORS:
             return None
-        if (rec.ts > future or not self._modes_normal({rec.failure_mode})
-                or not _ids_lower_hex([rec])):
+        if (rec.ts > future or rec.ts < self._floor or (self._infer and self._inferred(rec))
+                or not self._modes_normal({rec.failure_mode}) or not _ids_lower_hex([rec])):
             return None
         return rec
 
@@ -263,4 +304,4 @@ def _ids_lower_hex(records: list[_Record]) -> bool:
 def full_record(cand: Candidate, parser: RecordParser) -> Any:
     """The record as the schema gives it (args decoded, `id` computed when absent)."""
     item = cand[0]
-    return parser.parse(item) if isinstance(item, bytes) else parser.validate(item)
+    return parser.parse(item) if isinstance(item, bytes) else item

@@ -5,17 +5,23 @@ the records themselves, which are JSON-like dicts), with `format` naming its ver
 holds no class of binloop's, so renaming or moving a module never breaks a recovery
 store: pickle stores a class by its import path, and an earlier format (binloop's
 `ShardState` pickled whole, "format 1") could not be read once `flows.operators` or
-`binloop.detection` moved. A format-1 store is still read while those classes can be
+`binloop.core.detection` moved. A format-1 store is still read while those classes can be
 imported; otherwise, and for any other unknown content, loading refuses with one line.
 
-Format 2:
+Format 3:
 
-    {"format": "binloop.shard/2", "params": {DetectionParams fields}, "shards": N,
+    {"format": "binloop.shard/3", "params": {DetectionParams fields}, "shards": N,
      "detector": {"max_ts", "next_sweep", "keys": [[tool, mode, armed, epoch, recent ids,
                   window or None], ...]},
      "next_seq": {partition: seq}, "partition_ts": {partition: ts},
-     "pending": [[partition, seq, start_seq, max_ts, [[tool, mode, item, record tool,
-                  record mode, ts, session_id], ...]], ...]}
+     "pending": [CHUNK, ...], "released": [partition, ...], "held": {partition: [CHUNK, ...]}}
+
+    CHUNK = [partition, seq, start_seq, max_ts, [[tool, mode, item, record tool,
+             record mode, ts, session_id], ...], waits_for or None, releases]
+
+`released`/`held` and a chunk's `waits_for`/`releases` are the backlog order of a NATS
+stream adopted with telemetry stored before it was partitioned (`flows.nats_source`).
+Format 2 (the same without them: nothing held, nothing released) is converted on load.
 
 Windows: ["global", newest, slice] | ["session", newest, sweep_at, [[session_id, slice],
 ...]] | ["sliding", newest, arrivals, last_ts, [[ts, arrival, record], ...]], a slice
@@ -29,7 +35,7 @@ from collections import deque
 from dataclasses import fields
 from typing import Any, Final
 
-from binloop.detection import (
+from binloop.core.detection import (
     DetectionParams,
     Detector,
     GlobalWindow,
@@ -39,9 +45,11 @@ from binloop.detection import (
     Window,
     _Slice,
 )
-from binloop.window import WindowSpec
+from binloop.core.window import WindowSpec
 
-FORMAT: Final = "binloop.shard/2"
+FORMAT: Final = "binloop.shard/3"
+# The format before the backlog order (converted on load).
+FORMAT_2: Final = "binloop.shard/2"
 
 
 class SnapshotError(ValueError):
@@ -85,11 +93,27 @@ def dump_shard(state: Any) -> dict[str, Any]:
         },
         "next_seq": dict(state.next_seq),
         "partition_ts": dict(state.partition_ts),
-        "pending": [[partition, seq, chunk.start_seq, chunk.max_ts,
-                     [[key[0], key[1], *cand] for key, cand in chunk.records]]
-                    for partition, chunks in state.pending.items()
-                    for seq, chunk in chunks.items()],
+        "pending": [_chunk_to_plain(chunk) for chunks in state.pending.values()
+                    for chunk in chunks.values()],
+        "released": sorted(getattr(state, "released", ())),
+        "held": {partition: [_chunk_to_plain(chunk) for chunk in chunks]
+                 for partition, chunks in getattr(state, "held", {}).items()},
     }
+
+
+def _chunk_to_plain(chunk: Any) -> list[Any]:
+    return [chunk.partition, chunk.seq, chunk.start_seq, chunk.max_ts,
+            [[key[0], key[1], *cand] for key, cand in chunk.records],
+            getattr(chunk, "waits_for", None), bool(getattr(chunk, "releases", False))]
+
+
+def _chunk_from_plain(plain: list[Any], chunk_type: Any) -> Any:
+    partition, seq, start_seq, max_ts, records, *order = plain
+    waits_for, releases = order if order else (None, False)
+    return chunk_type(partition, seq,
+                      [((k_tool, k_mode), (item, tool, mode, ts, session))
+                       for k_tool, k_mode, item, tool, mode, ts, session in records],
+                      start_seq, max_ts, waits_for, bool(releases))
 
 
 def load_shard(snapshot: Any, params: DetectionParams, state_type: Any,
@@ -99,6 +123,8 @@ def load_shard(snapshot: Any, params: DetectionParams, state_type: Any,
         snapshot = _from_format_1(snapshot, params, chunk_type)
         if not isinstance(snapshot, dict):
             return snapshot
+    if isinstance(snapshot, dict) and snapshot.get("format") == FORMAT_2:
+        snapshot = {**snapshot, "format": FORMAT, "released": [], "held": {}}
     if not isinstance(snapshot, dict) or snapshot.get("format") != FORMAT:
         found = snapshot.get("format") if isinstance(snapshot, dict) else type(snapshot).__name__
         raise SnapshotError(f"recovery store: shard snapshot format {found!r} is not "
@@ -121,14 +147,13 @@ def _state_from_plain(plain: dict[str, Any], state_type: Any, chunk_type: Any) -
         key.recent_ids = set(recent)
         detector.keys[(tool, mode)] = key
     pending: dict[str, dict[int, Any]] = {}
-    for partition, seq, start_seq, max_ts, records in plain["pending"]:
-        chunk = chunk_type(partition, seq,
-                           [((k_tool, k_mode), (item, tool, mode, ts, session))
-                            for k_tool, k_mode, item, tool, mode, ts, session in records],
-                           start_seq, max_ts)
-        pending.setdefault(partition, {})[seq] = chunk
+    for entry in plain["pending"]:
+        chunk = _chunk_from_plain(entry, chunk_type)
+        pending.setdefault(chunk.partition, {})[chunk.seq] = chunk
+    held = {partition: [_chunk_from_plain(entry, chunk_type) for entry in chunks]
+            for partition, chunks in plain["held"].items()}
     return state_type(detector, plain["shards"], dict(plain["next_seq"]),
-                      dict(plain["partition_ts"]), pending)
+                      dict(plain["partition_ts"]), pending, set(plain["released"]), held)
 
 
 def _slice_to_plain(part: _Slice) -> list[Any]:
@@ -191,11 +216,19 @@ def _from_format_1(blob: bytes, params: DetectionParams, chunk_type: Any) -> Any
     if not isinstance(detector, Detector):
         raise SnapshotError("recovery store: the shard snapshot is neither format 1 nor "
                             f"{FORMAT!r}; start a new recovery store")
-    # Format 1 kept full records in the reorder buffer; format 2 keeps candidates.
+    # Format 1 kept full records in the reorder buffer; later formats keep candidates.
+    def converted(chunk: Any) -> Any:
+        return chunk_type(chunk.partition, chunk.seq, [
+            (params.key_of(rec), (rec, rec["tool"], rec["failure_mode"], rec["ts"],
+                                  rec["session_id"]))
+            for rec in chunk.records], chunk.start_seq, chunk.max_ts,
+            getattr(chunk, "waits_for", None), getattr(chunk, "releases", False))
+
     for chunks in legacy.pending.values():
         for seq, chunk in list(chunks.items()):
-            chunks[seq] = chunk_type(chunk.partition, chunk.seq, [
-                (params.key_of(rec), (rec, rec["tool"], rec["failure_mode"], rec["ts"],
-                                      rec["session_id"]))
-                for rec in chunk.records], chunk.start_seq, chunk.max_ts)
+            chunks[seq] = converted(chunk)
+    # A format-1 store written before the backlog order existed lacks its two fields.
+    legacy.__dict__.setdefault("released", set())
+    legacy.__dict__["held"] = {partition: [converted(chunk) for chunk in chunks]
+                               for partition, chunks in legacy.__dict__.get("held", {}).items()}
     return dump_shard(legacy)

@@ -27,15 +27,16 @@ def child_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 class Child:
-    """One `python -m <module> ...` process with its output in `log_path`."""
+    """One `python -m <module> ...` process (or `argv`) with its output in `log_path`."""
 
     def __init__(self, name: str, module: str, args: list[str], log_path: Path,
-                 env: Mapping[str, str]) -> None:
+                 env: Mapping[str, str], argv: list[str] | None = None) -> None:
         self.name = name
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        command = argv if argv is not None else [sys.executable, "-m", module, *args]
         with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=log,
+            self.proc = subprocess.Popen(command, stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=dict(env), start_new_session=True)
 

@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 from nats.js.errors import NotFoundError
 
-from pipeline_runner.nats_bridge import NatsBridge
+from binloop.nats.link import NatsLink
+from binloop.nats.subjects import BATCH_HEADER
 
 SUBJECTS = ("telemetry.>", "bin.events.>", "bin.control.>", "bin.registry.updated",
             "bin.builds.>")
@@ -32,33 +33,37 @@ class Seen:
 
 class NatsObserver:
     def __init__(self, url: str) -> None:
-        self.bridge = NatsBridge(url, "binloop-demo", 10.0)
+        self.link = NatsLink(url, "binloop-demo", 10.0)
         self.seen: queue.Queue[Seen] = queue.Queue()
-        self.bridge.run(self._subscribe())
+        self.link.run(self._subscribe())
 
     async def _subscribe(self) -> None:
         async def record(msg: Any) -> None:
-            try:
-                payload = orjson.loads(msg.data)
-            except orjson.JSONDecodeError:
-                payload = None
-            self.seen.put(Seen(time.monotonic(), msg.subject, payload))
+            at = time.monotonic()
+            # A batch envelope (the Hanzo bridge sends them) holds one record per line.
+            lines = msg.data.splitlines() if (msg.headers or {}).get(BATCH_HEADER) else [msg.data]
+            for line in lines:
+                try:
+                    payload = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    payload = None
+                self.seen.put(Seen(at, msg.subject, payload))
 
         for subject in SUBJECTS:
-            await self.bridge.nc.subscribe(subject, cb=record)
-        await self.bridge.nc.flush()
+            await self.link.nc.subscribe(subject, cb=record)
+        await self.link.nc.flush()
 
     def streams_exist(self, *names: str) -> bool:
         async def check() -> bool:
             for name in names:
                 try:
-                    await self.bridge.js.stream_info(name)
+                    await self.link.js.stream_info(name)
                 except NotFoundError:
                     return False
             return True
 
         try:
-            return self.bridge.run(check(), 10.0)
+            return self.link.run(check(), 10.0)
         except Exception:  # NATS busy or reconnecting: ask again later
             return False
 
@@ -69,4 +74,4 @@ class NatsObserver:
             return None
 
     def close(self) -> None:
-        self.bridge.close()
+        self.link.close()

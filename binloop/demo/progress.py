@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from binloop.core.config import default
 from binloop.demo.observer import Seen
 from binloop.demo.timeline import Timeline, fmt_ms, stages_line
 
@@ -21,7 +22,7 @@ from binloop.demo.timeline import Timeline, fmt_ms, stages_line
 class Progress:
     timeline: Timeline
     theta: int
-    promote_after: int = 2
+    promote_after: int = default("promote_after")
     verbose: bool = False
     calls: int = 0
     failures: dict[tuple[str, str], list[float]] = field(default_factory=dict)
@@ -168,7 +169,8 @@ class Progress:
         try:
             where = "paused " + TaskState.from_json(checkpoint.get("state")).summary()
         except ValueError:
-            where = "the agent did not answer the pause"
+            where = ("paused (the Hanzo bridge held its calls)" if checkpoint.get("answered")
+                     else "the agent did not answer the pause")
         quiet = at - max(self.last_call_at or 0.0, self.pause_at or 0.0)
         self.timeline.add("control", f"resume session {self._session()} with its checkpoint "
                                      f"({where}); no tool call in the {fmt_ms(quiet * 1000)} "

@@ -1,7 +1,7 @@
 """`binloop demo`: start everything, watch the loop close, report, clean up.
 
 Processes (all children of the demo, stopped by it whatever happens, Ctrl-C included):
-the embedded nats-server (`binloop.nats_server`), the live job
+the embedded nats-server (`binloop.nats.server`), the live job
 (`python -m binloop.cli run ...` with the build runner, offline designer) and the
 reference agent (`python -m binloop.agent ...`). Everything they write stays in the
 work directory: `library/` (manifest, tools, audit records), `telemetry.jsonl` (the
@@ -23,6 +23,8 @@ from typing import Any
 
 import orjson
 
+from binloop.core.config import default
+from binloop.core.errors import OutputError
 from binloop.demo.children import Child, child_env
 from binloop.demo.observer import NatsObserver
 from binloop.demo.progress import Progress
@@ -41,9 +43,10 @@ class DemoOptions:
     workdir: Path | None = None
     target: str = "python"
     timeout_s: float = 300.0
-    theta: int = 3
+    theta: int = default("theta")
     latency_s: float = 0.1
     verbose: bool = False
+    agent: str = "python"  # or "hanzo": the agent runs in a Hanzo bot's plugin runtime
 
 
 def new_workdir(base: Path) -> Path:
@@ -59,7 +62,7 @@ def prepare_workdir(given: Path | None) -> Path:
     """A new, empty work directory (the demo needs a library without the tool)."""
     workdir = (given or new_workdir(Path.cwd())).resolve()
     if workdir.exists() and any(workdir.iterdir()):
-        raise ValueError(f"work directory {workdir} is not empty: the demo needs a fresh "
+        raise OutputError(f"work directory {workdir} is not empty: the demo needs a fresh "
                          "library (give a new --workdir)")
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     return workdir
@@ -132,7 +135,8 @@ class Demo:
 
     # -- starting ----------------------------------------------------------------------------
     def run(self) -> None:
-        self.timeline.add("demo", f"work directory {self.workdir} (target {self.options.target})")
+        self.timeline.add("demo", f"work directory {self.workdir} (target {self.options.target}, "
+                                  f"agent {self.options.agent})")
         if self.options.target == "typescript":
             self._toolchain()
         url = self._nats()
@@ -144,7 +148,7 @@ class Demo:
         self._stop_job()
 
     def _toolchain(self) -> None:
-        from binloop.config import load_config
+        from binloop.core.config import load_config
         from pipeline_runner.factory import target_of
         from pipeline_runner.toolchain import ToolchainUnavailable
 
@@ -159,7 +163,7 @@ class Demo:
                                   f"{toolchain.tsc_js.parent.parent}")
 
     def _nats(self) -> str:
-        from binloop.nats_server import NatsServer, NatsServerError
+        from binloop.nats.server import NatsServer, NatsServerError
 
         try:
             server = NatsServer(0, self.workdir / "nats")
@@ -195,6 +199,15 @@ class Demo:
 
     def _start_agent(self, url: str) -> None:
         session = f"trip-{os.urandom(3).hex()}"
+        if self.options.agent == "hanzo":
+            from binloop.demo.hanzo_run import HanzoAgentUnavailable, start_hanzo_agent
+
+            try:
+                self.agent = start_hanzo_agent(self, url, session)
+            except HanzoAgentUnavailable as exc:
+                raise DemoFailed(str(exc)) from None
+            self.processes.callback(self._stop_agent)
+            return
         left = f"{max(30.0, self.deadline - time.monotonic()):.0f}"
         args = ["--nats", url, "--library", str(self.library), "--target", self.options.target,
                 "--session", session, "--telemetry-log", str(self.workdir / "telemetry.jsonl"),
@@ -232,7 +245,9 @@ class Demo:
             tail = self.agent.log_tail() if self.agent else ""
             raise DemoFailed(f"the agent exited with {code}: {report.get('reason') or 'see log'}"
                              f" (see logs/agent.log)\n{tail}")
-        state = report.get("state") or {}
+        state = report.get("state") or {  # the Hanzo agent reports its bookings at the top
+            "done": report.get("done", []),
+            "total": len(report.get("done", [])) + len(report.get("pending", []))}
         retried = sum(1 for d in state.get("done", []) if d.get("retried"))
         self.timeline.add("agent", f"finished (exit 0): {len(state.get('done', []))} of "
                                    f"{state.get('total')} booked, {retried} of them retried "

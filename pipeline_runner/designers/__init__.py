@@ -20,12 +20,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from binloop.events import BINEvent
+from binloop.core.events import BINEvent
+from binloop.library.manifest import Manifest
 from pipeline_runner.design import Design
-from pipeline_runner.manifest import Manifest
 
 if TYPE_CHECKING:
-    from binloop.config import Config
+    from binloop.core.config import Config
 
 BUILTIN = {
     "offline": "pipeline_runner.designers.offline:OfflineDesigner",

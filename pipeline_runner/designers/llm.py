@@ -20,10 +20,10 @@ from typing import Any, Final, Protocol, TypeVar
 
 import orjson
 
-from binloop.events import BINEvent
+from binloop.core.events import BINEvent
+from binloop.library.manifest import Answers, Manifest
 from pipeline_runner import design as design_module
 from pipeline_runner.design import Design, InvalidDesign, NoDesign, design_from_json
-from pipeline_runner.manifest import Answers, Manifest
 
 T = TypeVar("T")
 Message = dict[str, str]
@@ -83,14 +83,22 @@ Any] | None = None) -> dict[str, Any]. Standard library only, no I/O, no network
 subprocesses. It must pass `ruff check --select E,F,W,B --ignore E501` and `mypy --strict` \
 (Python 3.10+, `from __future__ import annotations`)."""
 
-TYPESCRIPT_CONTRACT: Final = """Target typescript: one ES module index.ts, a Hanzo bot plugin. \
-`import type { BotPlugin, BotPluginApi, InvokeTool, ToolResult } from "./types/hanzo-bot.js";` \
-then a default export {id, name, description, configSchema, register(api)} whose register \
-calls api.registerTool({name, label, description, parameters, execute(toolCallId, params, \
-signal?)}) once; execute resolves to {content: [{type: "text", text: JSON.stringify(details)}], \
-details}. api.invokeTool(tool, args, signal?) may be undefined. It must pass `tsc --strict \
---noEmit --erasableSyntaxOnly` (no enums, namespaces or parameter properties) with Node \
-types available; no imports besides node: built-ins and that type import. Declarations:
+TYPESCRIPT_CONTRACT: Final = """Target typescript: one ES module index.ts, a Hanzo bot \
+(OpenClaw) plugin using the real plugin API only. `import type { AnyAgentTool, \
+OpenClawPluginApi, OpenClawPluginConfigSchema, OpenClawPluginDefinition } from \
+"openclaw/plugin-sdk/core";` then a default export typed OpenClawPluginDefinition: {id, name, \
+description, configSchema, register(api)} where configSchema is a validator object like the \
+SDK's emptyPluginConfigSchema() ({safeParse(value), jsonSchema}), not a raw JSON Schema, and \
+register calls api.registerTool(tool) once with an AnyAgentTool {name, label, description, \
+parameters, execute(toolCallId, params, signal?, onUpdate?)}; execute resolves to {content: \
+[{type: "text", text: JSON.stringify(details)}], details}. The API has no invokeTool: a tool \
+that must call another tool exports `function binloopHost(invoke?: (tool: string, params: \
+Record<string, unknown>, signal?: AbortSignal) => Promise<unknown>): void`, which binloop's \
+host calls before register (invoke may be undefined: answer with an error then). It must \
+pass `tsc --strict --noEmit --erasableSyntaxOnly` (no enums, namespaces or parameter \
+properties) against both the openclaw package and the bot's declarations below, with Node \
+types available; no imports besides node: built-ins and that type import. The bot's \
+declarations:
 """
 
 
@@ -213,6 +221,6 @@ def designer_from_config(name: str, client_of: Callable[[Any], JsonClient],
     """The LLM designer `name` with the client `client_of(config)` builds from the
     job's settings (the environment's and defaults when `config` is None)."""
     if config is None:
-        from binloop.config import load_config
+        from binloop.core.config import load_config
         config = load_config({})
     return LLMDesigner(name, client_of(config), Limits(retries=config.llm_retries))

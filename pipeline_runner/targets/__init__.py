@@ -13,8 +13,8 @@ from typing import Any, Final, Protocol
 
 import orjson
 
+from binloop.core.names import check_relpath
 from pipeline_runner.design import Design, InvalidDesign
-from pipeline_runner.names import check_relpath
 from pipeline_runner.sandbox import SandboxResult
 
 SOURCE_MAX_BYTES: Final = 256 * 1024

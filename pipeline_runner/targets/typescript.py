@@ -1,14 +1,22 @@
-"""The `typescript` target: a Hanzo bot plugin module.
+"""The `typescript` target: a Hanzo bot (OpenClaw) plugin module.
 
 Tool directory: `index.ts` (default export `{id, name, description, configSchema,
-register(api)}`, `register` calling `api.registerTool({name, label, description,
-parameters, execute})`), `bot.plugin.json`, `package.json`, `tsconfig.json`,
-`types/hanzo-bot.d.ts` (the interface it is checked against), `tool.json`, and the
-acceptance tests `acceptance/cases.json` + `acceptance/acceptance.test.mjs` (node's
-test runner; node >= 22.18 strips the types of `index.ts` itself), which hosts the plugin
-with `acceptance/plugin_host.mjs` (the same host agents use through
-`harness/serve_plugin.mjs`). Check:
-`tsc --strict --noEmit`. Node and tsc come from `pipeline_runner.toolchain`.
+register(api)}` typed with the real SDK's `OpenClawPluginDefinition`, `configSchema` a
+validator object like the SDK's `emptyPluginConfigSchema()`, `register` calling
+`api.registerTool({name, label, description, parameters, execute})`), the manifest
+under both names the bot reads during its rename (`openclaw.plugin.json`,
+`bot.plugin.json`), `package.json` with `openclaw.extensions`, `types/hanzo-bot.d.ts`
+(the bot's own contract, restated), `tool.json`, and the acceptance tests
+`acceptance/cases.json` + `acceptance/acceptance.test.mjs` (node's test runner; node >=
+22.18 strips the types of `index.ts` itself), which hosts the plugin with
+`acceptance/plugin_host.mjs` (the same host binloop's tool host uses).
+
+Check: `tsc --strict --noEmit` twice, against the real SDK types (the `openclaw` npm
+package, pinned, installed into the toolchain cache) and against the Hanzo bot's
+contract (`types/hanzo-bot.d.ts`, whose declarations restate hanzoai/bot's
+src/plugins/types.ts; where the two differ, the bot's types are the contract). The
+tsconfigs of the check are written at check time (they name the cache) and are not part
+of the tool. Node, tsc and the SDK come from `pipeline_runner.toolchain`.
 """
 
 from __future__ import annotations
@@ -22,14 +30,29 @@ import orjson
 from pipeline_runner.design import Design
 from pipeline_runner.sandbox import Limits, Sandbox
 from pipeline_runner.targets import StageRun, cases_file, checked_sources, metadata, run_steps
-from pipeline_runner.toolchain import NodeToolchain, ensure_typescript
+from pipeline_runner.toolchain import NodeToolchain, PluginSdk, ensure_plugin_sdk, ensure_typescript
 
-TSC_FLAGS: Final = (
-    "--strict", "--noEmit", "--target", "es2022", "--lib", "es2022", "--module", "nodenext",
-    "--moduleResolution", "nodenext", "--allowImportingTsExtensions", "--verbatimModuleSyntax",
-    "--erasableSyntaxOnly", "--noImplicitReturns", "--noFallthroughCasesInSwitch",
-    "--skipLibCheck", "--types", "node", "--pretty", "false")
+COMPILER_OPTIONS: Final[dict[str, object]] = {
+    "strict": True, "noEmit": True, "target": "es2022", "lib": ["es2022", "dom"],
+    "module": "nodenext", "moduleResolution": "nodenext", "allowImportingTsExtensions": True,
+    "verbatimModuleSyntax": True, "erasableSyntaxOnly": True, "noImplicitReturns": True,
+    "noFallthroughCasesInSwitch": True, "skipLibCheck": True, "types": ["node"],
+    "pretty": False}
 CONFIG_SCHEMA: Final = {"type": "object", "properties": {}, "additionalProperties": False}
+SDK_MODULE: Final = "openclaw/plugin-sdk/core"
+BOT_TYPES: Final = "types/hanzo-bot.d.ts"
+
+
+def plugin_id(tool_name: str) -> str:
+    """The plugin id of a tool (also its package name and its directory's name)."""
+    return "binloop-" + tool_name.replace("_", "-")
+
+
+def manifest(plugin: str, name: str, description: str) -> bytes:
+    """openclaw.plugin.json / bot.plugin.json (the same content under both names)."""
+    # `contracts.tools`: the openclaw package's loader requires it (the bot ignores it).
+    return _json({"id": plugin, "name": name, "description": description,
+                  "configSchema": CONFIG_SCHEMA, "contracts": {"tools": [name]}})
 
 
 def _json(value: object) -> bytes:
@@ -47,36 +70,53 @@ class TypeScriptTarget:
         self.check_limits = check_limits or Limits(wall_s=180, cpu_s=120)
         self.test_limits = test_limits or Limits(wall_s=120, cpu_s=60)
         self._toolchain: NodeToolchain | None = None
+        self._sdk: PluginSdk | None = None
         self._sandbox: Sandbox | None = None
 
     def toolchain(self) -> tuple[NodeToolchain, Sandbox]:
-        """Node + tsc (installed on first use) and a sandbox that can read them."""
-        if self._toolchain is None or self._sandbox is None:
+        """Node + tsc + the plugin SDK (installed on first use) and a sandbox that can
+        read them."""
+        if self._toolchain is None or self._sandbox is None or self._sdk is None:
             self._toolchain = ensure_typescript(self.cache_dir, self.typescript)
-            self._sandbox = Sandbox(readable=self._toolchain.readable(),
+            self._sdk = ensure_plugin_sdk(self.cache_dir)
+            self._sandbox = Sandbox(readable=[*self._toolchain.readable(), self._sdk.root],
                                     path_dirs=[str(self._toolchain.node.parent)])
         return self._toolchain, self._sandbox
 
+    def sdk(self) -> PluginSdk:
+        self.toolchain()
+        assert self._sdk is not None
+        return self._sdk
+
+    def check_configs(self) -> dict[str, bytes]:
+        """The two tsconfigs of the check: the real SDK package, and the bot's contract."""
+        toolchain, _ = self.toolchain()
+        sdk = self.sdk()
+        base = {**COMPILER_OPTIONS, "typeRoots": [str(toolchain.types_root)]}
+        real = {"compilerOptions": {**base, "paths": {SDK_MODULE: [str(sdk.core_types)]}},
+                "files": ["index.ts"]}
+        bot = {"compilerOptions": {**base, "paths": {
+            SDK_MODULE: [f"./{BOT_TYPES}"],
+            "@mariozechner/pi-agent-core": [str(sdk.agent_core_types)]}},
+            "files": ["index.ts"]}
+        return {"tsconfig.sdk.json": _json(real), "tsconfig.bot.json": _json(bot)}
+
     def package(self, design: Design, sources: dict[str, str]) -> dict[str, bytes]:
         source = checked_sources(sources, self.entry)
-        plugin_id = "binloop-" + design.name.replace("_", "-")
+        plugin = plugin_id(design.name)
         harness = resources.files("pipeline_runner.targets.harness")
+        plugin_manifest = manifest(plugin, design.name, design.description)
         return {
             "index.ts": source.encode(),
-            "bot.plugin.json": _json({
-                "id": plugin_id, "name": design.name, "description": design.description,
-                "entry": "index.ts", "configSchema": CONFIG_SCHEMA, "tools": [design.name]}),
+            "openclaw.plugin.json": plugin_manifest,
+            "bot.plugin.json": plugin_manifest,
             "package.json": _json({
-                "name": f"@binloop/{plugin_id}", "version": "1.0.0", "private": True,
-                "type": "module", "main": "index.ts", "description": design.description,
+                "name": plugin, "version": "1.0.0", "private": True,
+                "type": "module", "description": design.description,
+                "openclaw": {"extensions": ["./index.ts"]},
                 "scripts": {"test": "node --test acceptance/"},
                 "binloop": {"answers": design.answers, "designer": design.designer}}),
-            "tsconfig.json": _json({"compilerOptions": {
-                "strict": True, "noEmit": True, "target": "es2022", "module": "nodenext",
-                "moduleResolution": "nodenext", "allowImportingTsExtensions": True,
-                "verbatimModuleSyntax": True, "erasableSyntaxOnly": True, "skipLibCheck": True,
-                "types": ["node"]}, "files": ["index.ts", "types/hanzo-bot.d.ts"]}),
-            "types/hanzo-bot.d.ts": harness.joinpath("hanzo-bot.d.ts").read_bytes(),
+            BOT_TYPES: harness.joinpath("hanzo-bot.d.ts").read_bytes(),
             "tool.json": metadata(design, self.name, self.entry),
             "acceptance/cases.json": cases_file(design),
             "acceptance/acceptance.test.mjs": harness.joinpath("acceptance.test.mjs").read_bytes(),
@@ -85,9 +125,15 @@ class TypeScriptTarget:
 
     def check(self, tool_dir: Path) -> StageRun:
         toolchain, sandbox = self.toolchain()
-        tsc = [str(toolchain.node), str(toolchain.tsc_js), *TSC_FLAGS, "--typeRoots",
-               str(toolchain.types_root), "index.ts", "types/hanzo-bot.d.ts"]
-        return run_steps([("tsc", lambda: sandbox.run(tsc, tool_dir, self.check_limits))])
+        files = {str(p.relative_to(tool_dir)): p.read_bytes()
+                 for p in sorted(tool_dir.rglob("*")) if p.is_file()}
+        files.update(self.check_configs())
+        steps = []
+        for name, config in (("tsc (openclaw SDK)", "tsconfig.sdk.json"),
+                             ("tsc (hanzo bot contract)", "tsconfig.bot.json")):
+            argv = [str(toolchain.node), str(toolchain.tsc_js), "-p", config]
+            steps.append((name, lambda argv=argv: sandbox.run(argv, files, self.check_limits)))
+        return run_steps(steps)
 
     def test(self, tool_dir: Path) -> StageRun:
         toolchain, sandbox = self.toolchain()

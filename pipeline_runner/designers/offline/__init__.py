@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from binloop.events import BINEvent
+from binloop.core.events import BINEvent
+from binloop.core.names import tool_name_for
+from binloop.library.manifest import Answers, Manifest
 from pipeline_runner.design import Design, InvalidDesign, NoDesign, check_design
 from pipeline_runner.designers.offline import learn
 from pipeline_runner.designers.offline.plans import PLANS, Context, Plan
 from pipeline_runner.designers.offline.render import render_python, render_typescript
-from pipeline_runner.manifest import Answers, Manifest
-from pipeline_runner.names import tool_name_for
 
 
 class OfflineDesigner:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from binloop.schema import ToolInvocation
+from binloop.core.schema import ToolInvocation
 from pipeline_runner.design import AcceptanceCase, NoDesign, Step
 from pipeline_runner.designers.offline import learn
 from pipeline_runner.designers.offline.templates._common import (

@@ -18,8 +18,9 @@ import orjson
 
 TEMPLATES: Final = "pipeline_runner.designers.offline.templates"
 FILLS: Final = ("NAME", "DESCRIPTION", "ANSWERS", "INPUT_SCHEMA", "OUTPUT_SCHEMA", "CONFIG")
-TS_TYPES_IMPORT: Final = ('import type { BotPlugin, BotPluginApi, InvokeTool, ToolResult } '
-                          'from "./types/hanzo-bot.js";')
+TS_TYPES_IMPORT: Final = ('import type { AnyAgentTool, OpenClawPluginApi, '
+                          'OpenClawPluginConfigSchema, OpenClawPluginDefinition } '
+                          'from "openclaw/plugin-sdk/core";')
 
 
 def template_text(name: str) -> str:

@@ -1,7 +1,7 @@
 // Acceptance tests of a generated binloop plugin (written by binloop, not by the designer).
 // Each case of cases.json is run through the plugin's registered tool, hosted by
 // plugin_host.mjs (register(api) must call api.registerTool once); execute(toolCallId,
-// params, signal) must resolve to {content: [{type: "text", text}], details}; `details` is matched against the pattern
+// params, signal, onUpdate) must resolve to {content: [{type: "text", text}], details}; `details` is matched against the pattern
 // (see pipeline_runner.design for the matching rules).
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -9,7 +9,8 @@ import { readFileSync } from "node:fs";
 import { registerPlugin } from "./plugin_host.mjs";
 
 const CASES = JSON.parse(readFileSync(new URL("./cases.json", import.meta.url), "utf8"));
-const plugin = (await import("../index.ts")).default;
+const module = await import("../index.ts");
+const plugin = module.default;
 
 function scriptedInvoke(script) {
   const calls = [];
@@ -28,7 +29,7 @@ function scriptedInvoke(script) {
 }
 
 function registerTool(invoke) {
-  return registerPlugin(plugin, invoke);
+  return registerPlugin(module, invoke);
 }
 
 function isType(value, name) {
@@ -105,6 +106,7 @@ function substitute(value, previous) {
 test("declares the plugin contract", () => {
   for (const key of ["id", "name", "description"]) assert.equal(typeof plugin[key], "string", key);
   assert.equal(typeof plugin.configSchema, "object");
+  assert.equal(typeof plugin.configSchema.safeParse, "function", "configSchema is a validator");
   assert.equal(typeof plugin.register, "function");
   const tool = registerTool(undefined);
   for (const key of ["name", "label", "description"]) assert.equal(typeof tool[key], "string", key);

@@ -1,55 +1,95 @@
-// Type declarations of the Hanzo bot plugin interface that binloop's generated plugins
-// are checked against (`tsc --strict --noEmit`). Shipped by binloop; keep in step with
-// the bot's plugin SDK. `invokeTool` is a host capability binloop's tools use to call the
-// tool they guard (retry, background run, alias); hosts without it leave it undefined.
+// The Hanzo bot's plugin contract, as binloop checks generated plugins against it.
+//
+// Every declaration marked `restated` is the text of hanzoai/bot's src/plugins/types.ts
+// (or src/agents/tools/common.ts for AnyAgentTool), unchanged; tests/test_hanzo_types.py
+// compares them with the bot's source at test time. `BotPluginApi` restates only the
+// members a tool plugin may use (each member's text unchanged): a plugin checked against
+// it uses nothing the bot lacks. The only names binloop adds are the two aliases at the
+// end, for the package `openclaw`'s names of the same types. A generated plugin imports
+// from "openclaw/plugin-sdk/core"; binloop type-checks it twice: against the real
+// `openclaw` package, and with that specifier mapped to this file (the bot's contract).
+import type { AgentTool } from "@mariozechner/pi-agent-core";
 
-export type JsonSchema = { [key: string]: unknown };
+// restated: src/agents/tools/common.ts
+export type AnyAgentTool = AgentTool<any, unknown> & {
+  ownerOnly?: boolean;
+};
 
-export interface TextContent {
-  type: "text";
-  text: string;
-}
+// restated
+export type PluginLogger = {
+  debug?: (message: string) => void;
+  info: (message: string) => void;
+  warn: (message: string) => void;
+  error: (message: string) => void;
+};
 
-export interface ToolResult<TDetails = unknown> {
-  content: TextContent[];
-  details: TDetails;
-}
+// restated
+export type PluginConfigUiHint = {
+  label?: string;
+  help?: string;
+  tags?: string[];
+  advanced?: boolean;
+  sensitive?: boolean;
+  placeholder?: string;
+};
 
-export interface AgentTool<TParams = Record<string, unknown>, TDetails = unknown> {
-  name: string;
-  label: string;
-  description: string;
-  parameters: JsonSchema;
-  execute(toolCallId: string, params: TParams, signal?: AbortSignal): Promise<ToolResult<TDetails>>;
-}
+// restated
+export type PluginKind = "memory" | "context-engine";
 
-export type InvokeTool = (
-  tool: string,
-  params: Record<string, unknown>,
-  signal?: AbortSignal,
-) => Promise<unknown>;
+// restated
+export type PluginConfigValidation =
+  | { ok: true; value?: unknown }
+  | { ok: false; errors: string[] };
 
-export interface PluginLogger {
-  info(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-  debug(message: string): void;
-}
+// restated
+export type OpenClawPluginConfigSchema = {
+  safeParse?: (value: unknown) => {
+    success: boolean;
+    data?: unknown;
+    error?: {
+      issues?: Array<{ path: Array<string | number>; message: string }>;
+    };
+  };
+  parse?: (value: unknown) => unknown;
+  validate?: (value: unknown) => PluginConfigValidation;
+  uiHints?: Record<string, PluginConfigUiHint>;
+  jsonSchema?: Record<string, unknown>;
+};
 
-export interface BotPluginApi {
+// restated
+export type OpenClawPluginToolOptions = {
+  name?: string;
+  names?: string[];
+  optional?: boolean;
+};
+
+// restated (members)
+export type BotPluginApi = {
   id: string;
   name: string;
-  config: Record<string, unknown>;
-  pluginConfig: unknown;
+  version?: string;
+  description?: string;
+  source: string;
+  pluginConfig?: Record<string, unknown>;
   logger: PluginLogger;
-  registerTool(tool: AgentTool<any, any>): void;
-  invokeTool?: InvokeTool;
-}
+  resolvePath: (input: string) => string;
+  registerTool: (
+    tool: AnyAgentTool,
+    opts?: OpenClawPluginToolOptions,
+  ) => void;
+};
 
-export interface BotPlugin {
-  id: string;
-  name: string;
-  description: string;
-  configSchema: JsonSchema;
-  register(api: BotPluginApi): void;
-}
+// restated
+export type OpenClawPluginDefinition = {
+  id?: string;
+  name?: string;
+  description?: string;
+  version?: string;
+  kind?: PluginKind;
+  configSchema?: OpenClawPluginConfigSchema;
+  register?: (api: BotPluginApi) => void | Promise<void>;
+  activate?: (api: BotPluginApi) => void | Promise<void>;
+};
+
+// binloop: the package `openclaw` calls the bot's BotPluginApi OpenClawPluginApi.
+export type OpenClawPluginApi = BotPluginApi;

@@ -7,7 +7,7 @@
 //   host -> agent   {"type": "ready", "name", "label", "description", "parameters"}
 //   agent -> host   {"type": "execute", "id", "params"}
 //   host -> agent   {"type": "result", "id", "details", "text"} | {"type": "error", "id", "message"}
-//   host -> agent   {"type": "invoke", "id", "tool", "params"}   (api.invokeTool from the plugin)
+//   host -> agent   {"type": "invoke", "id", "tool", "params"}   (the plugin's tool calls another)
 //   agent -> host   {"type": "invoke_result", "id", "result"} | {"type": "invoke_error", "id", "message"}
 // stdout carries only protocol lines (console output of the plugin goes to stderr). The
 // host ends when stdin closes (after the calls in flight).
@@ -66,8 +66,8 @@ if (!entry) {
   console.error("usage: node serve_plugin.mjs /path/to/index.ts");
   process.exit(2);
 }
-const plugin = (await import(pathToFileURL(entry).href)).default;
-const tool = registerPlugin(plugin, invoke, logger);
+const module = await import(pathToFileURL(entry).href);
+const tool = registerPlugin(module, invoke, logger);
 send({ type: "ready", name: tool.name, label: tool.label, description: tool.description,
   parameters: tool.parameters });
 

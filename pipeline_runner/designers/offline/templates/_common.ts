@@ -1,9 +1,10 @@
 // Helpers inlined into every generated TypeScript plugin of the offline designer
 // (the same semantics as _common.py).
-import type { InvokeTool } from "./types/hanzo-bot.js";
 
 // binloop:body
 type Obj = Record<string, unknown>;
+// How binloop's tool host lets a tool call another tool (see binloopHost in _plugin.ts).
+type InvokeTool = (tool: string, params: Record<string, unknown>, signal?: AbortSignal) => Promise<unknown>;
 type Leaf = [generic: string, concrete: string, value: unknown];
 
 function isObject(value: unknown): value is Obj {

@@ -1,0 +1,5 @@
+"""`python -m binloop`: the `binloop` command."""
+
+from binloop.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,195 @@
+"""`binloop` command line: one sub-command per module in `binloop.cli.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from binloop.core.config import ConfigError, add_arguments, load_config
+from binloop.core.errors import (
+    EX_IOERR,
+    EX_NOINPUT,
+    EX_SOFTWARE,
+    EX_UNAVAILABLE,
+    EX_USAGE,
+    CommandError,
+    OutputWriteError,
+    UsageError,
+)
+
+# Each module defines `register(subparsers)`; heavy imports stay inside the handlers.
+COMMAND_MODULES = (
+    "binloop.cli.commands.detect",
+    "binloop.cli.commands.config_cmd",
+    "binloop.cli.commands.build",
+    "binloop.cli.commands.tools",
+    "binloop.cli.commands.runner",
+    "binloop.cli.commands.simulate",
+    "binloop.cli.commands.sweep",
+    "binloop.cli.commands.run",
+    "binloop.cli.commands.publish",
+    "binloop.cli.commands.ingest",
+    "binloop.cli.commands.nats_server",
+    "binloop.cli.commands.bench",
+    "binloop.cli.commands.status",
+    "binloop.cli.commands.demo",
+)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line (and exit EX_USAGE, not argparse's 2,
+    which `binloop build` uses for a clean rollback)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; the benchmarks' sub-commands only when `argv` asks for
+    `bench` (or is None: the whole tree, for documentation)."""
+    parser = OneLineParser(
+        prog="binloop",
+        description="Detect an agent fleet's recurring tool failures and build tools for them.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                       parser_class=OneLineParser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    if argv is None or "bench" in argv:
+        from binloop.cli.commands.bench import register_benches
+
+        register_benches(subparsers.choices["bench"])
+    for command in subparsers.choices.values():  # --log-format, --log-level everywhere
+        add_arguments(command, "logging", config_flag=False)
+    return parser
+
+
+def setup_command_logging(args: argparse.Namespace) -> None:
+    """The one logger setup of every command (flags, BINLOOP_LOG_* or the TOML file)."""
+    from binloop.core.logs import setup_logging
+
+    names = ("config", "log_format", "log_level")
+    config = load_config({name: getattr(args, name, None) for name in names})
+    setup_logging(config.log_format, config.log_level)
+
+
+def report_error(command: str, exc: Exception) -> None:
+    from binloop.core.logs import current_format
+
+    if current_format() == "json":
+        logging.getLogger("binloop.cli").error("%s", exc, extra={"command": command})
+    else:
+        print(f"binloop {command}: error: {exc}", file=sys.stderr)
+
+
+def exit_code(exc: BaseException) -> int:
+    """The documented exit code of an error (binloop.core.errors)."""
+    if isinstance(exc, CommandError):
+        return exc.code
+    if isinstance(exc, (ConfigError, ValueError, OverflowError)):
+        return EX_USAGE
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError,
+                        PermissionError)):
+        return EX_NOINPUT
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return EX_UNAVAILABLE
+    if isinstance(exc, OSError):
+        return EX_IOERR
+    return EX_SOFTWARE
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
+        text = f"{exc.filename}: {text}"
+    if exit_code(exc) == EX_SOFTWARE:
+        return (f"internal error: {type(exc).__name__}: {text} (run with --log-level debug "
+                "for the traceback)")
+    return text
+
+
+def join_dash_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`--session-gap -1m` as `--session-gap=-1m`: argparse takes a value that starts with
+    `-` for an unknown option; the setting's own check then gives its one-line error."""
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    command = sub.choices.get(argv[0]) if sub is not None and argv else None
+    if command is None:
+        return argv
+    options = command._option_string_actions
+    out: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        action = options.get(token)
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if (action is not None and action.nargs is None and action.option_strings
+                and following is not None and following.startswith("-") and following != "-"
+                and following not in options and not action.const):
+            out.append(f"{token}={following}")
+            index += 2
+            continue
+        out.append(token)
+        index += 1
+    return out
+
+
+def flush_stdout() -> None:
+    """Flush what the command printed (a full disk or a closed pipe is reported here, as
+    one line, and not as "Exception ignored" at interpreter exit)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    except OSError as exc:
+        _silence_stdout()
+        raise OutputWriteError(f"writing standard output failed: {exc.strerror or exc}"
+                               ) from None
+
+
+def _output_error(exc: OSError) -> Exception:
+    """An OSError without a file name while the command ran: writing (most often to
+    standard output) failed. Stop writing to stdout, so that exit does not retry."""
+    if exc.filename is not None or exc.errno not in (errno.ENOSPC, errno.EIO, errno.EPIPE,
+                                                      errno.EDQUOT, errno.EFBIG):
+        return exc
+    _silence_stdout()
+    return OutputWriteError(f"writing output failed: {exc.strerror or exc}")
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in given if not a.startswith("-")), "?")
+    try:
+        parser = build_parser(given)
+        args = parser.parse_args(join_dash_values(parser, given))
+        command = args.command
+        setup_command_logging(args)
+        code = int(args.func(args) or 0)
+        flush_stdout()
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit:
+        raise  # --help, and commands that choose their own code
+    except Exception as exc:
+        if isinstance(exc, OSError) and not isinstance(exc, CommandError):
+            exc = _output_error(exc)
+        logging.getLogger("binloop.cli").debug("error", exc_info=True)
+        report_error(command, ValueError(one_line(exc)))
+        return exit_code(exc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

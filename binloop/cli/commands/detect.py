@@ -1,0 +1,105 @@
+"""`binloop detect`: replay telemetry through an engine and print a summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from binloop.core.config import Config, add_arguments, load_config
+from binloop.core.errors import EX_DATAERR
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "detect", help="replay telemetry files and fire BINEvents",
+        description="Replay telemetry (JSONL, JSONL.gz, Parquet, a directory, or - for stdin) "
+                    "and write the BINEvents it fires.")
+    add_arguments(parser, "detect")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args)
+    if not config.input:
+        raise ValueError("--input is required (a file, a directory, or - for stdin)")
+    summary = detect(config)
+    print(summary.render(), file=sys.stderr)
+    return EX_DATAERR if summary.damaged_files else 0
+
+
+def detect(config: Config) -> Any:
+    """Run the configured engine on `config.input`; returns its RunSummary."""
+    from binloop.replay.inputs import list_input_files
+    from binloop.replay.outputs import check_outputs
+
+    list_input_files(config.input or "", config.follow_symlinks)  # fail early and clearly
+    check_outputs(config)
+    if config.engine == "reference":
+        from binloop.engines.reference import run_reference
+
+        return run_reference(config)
+    if config.engine == "polars":
+        from binloop.engines.polars.engine import run_polars
+
+        return run_polars(config)
+    return run_bytewax(config)
+
+
+def run_bytewax(config: Config) -> Any:
+    """Run flows.detect in this process (1 process) or as a local cluster."""
+    from binloop.ops.cluster import run_cluster
+
+    with tempfile.TemporaryDirectory(prefix="binloop-") as tmp:
+        summary_path = Path(tmp) / "summary.json"
+        config = config.replace(summary_out=str(summary_path))
+        started = time.perf_counter()
+        if config.processes == 1:
+            from bytewax.run import cli_main
+
+            from flows.detect import build_flow
+            from sinks.jsonl_file import DEFERRED_ERRORS
+
+            DEFERRED_ERRORS.clear()
+            try:
+                cli_main(build_flow(config), workers_per_process=config.workers)
+            except Exception as exc:
+                raise unwrap_flow_error(exc) from None
+            if DEFERRED_ERRORS:
+                raise DEFERRED_ERRORS[0]
+        else:
+            code = run_cluster("flows.detect:flow", config.processes, config.workers,
+                               config.to_env())
+            if code != 0:
+                raise RuntimeError(f"a Bytewax process exited with code {code}")
+        summary = read_summary(summary_path)
+        summary.elapsed_s = time.perf_counter() - started
+        return summary
+
+
+def unwrap_flow_error(exc: BaseException) -> BaseException:
+    """The error of ours that a Bytewax run failed with (Bytewax wraps it, with a Rust
+    and a Python traceback in its message), else `exc` itself."""
+    from binloop.core.errors import CommandError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, CommandError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return exc
+
+
+def read_summary(path: Path) -> Any:
+    """The counters a finished flow wrote. The summary sink is built when the first
+    counters reach it, so an input with no lines at all leaves no file: all zeros."""
+    import orjson
+
+    from binloop.core.summary import RunSummary
+
+    if not path.exists():
+        return RunSummary()
+    return RunSummary.from_json(orjson.loads(path.read_bytes()))

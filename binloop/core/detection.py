@@ -1,0 +1,422 @@
+"""FRICTION-DETECT: the detection semantics, written once and used by every engine.
+
+Read this module as the specification. For each counted record, in arrival order:
+
+1. The record *counts* when its outcome is in `count_outcomes` and it has a
+   failure mode; its key is `(tool, failure_mode cut to mode_level levels)`.
+2. A record of a *disarmed* key is ignored. A record whose `id` the key has already
+   counted (among its last `dedup_max`) is a duplicate and is ignored.
+3. The key's window takes the record and gives its count:
+   * `session`: one slice per `(key, session_id)`. A slice restarts at 0 when the
+     key's newest ts (this record included) is more than `session_gap` after the
+     slice's newest ts. (That covers both "t is more than the gap after the slice"
+     and "the slice is dead because the key moved on".)
+   * `global`: everything since the key was armed.
+   * `sliding:d`: records of the key arrived so far with ts in `(t - d, t]`; a record
+     more than `d` older than the key's newest ts is *late* and counts nowhere.
+4. When the count reaches θ the key fires one BINEvent and is disarmed; its windows
+   are dropped. :meth:`Detector.rearm` arms it again with a fresh epoch.
+
+Memory: dead slices and records older than `newest - 2d` are dropped as keys move on;
+windows of keys idle for longer than their horizon plus `allowed_lateness` (measured
+against the newest ts this detector has seen) are dropped too. That last eviction is
+invisible as long as no record arrives more than `allowed_lateness` behind the newest
+ts already seen; records that do are counted in `beyond_lateness`. (A dataflow shard
+drives that clock itself, from the slowest of its input partitions, so that one
+partition catching up on a backlog does not make another look late.)
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import math
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, Literal
+
+import orjson
+
+from binloop.core.events import BINEvent, event_id
+from binloop.core.schema import SessionId, ToolInvocation
+from binloop.core.window import WindowSpec
+
+Key = tuple[str, str]
+Status = Literal["counted", "fired", "late", "duplicate", "disarmed"]
+
+DEFAULT_SESSION_GAP_MS: Final = 30 * 60 * 1000
+DEFAULT_ALLOWED_LATENESS_MS: Final = 60 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class DetectionParams:
+    """Everything that decides which records fire which events."""
+
+    theta: int = 3
+    window: WindowSpec = WindowSpec("session")  # noqa: RUF009 - frozen value
+    count_outcomes: frozenset[str] = frozenset({"failure", "timeout"})
+    mode_level: int | None = None
+    evidence_max: int = 10
+    session_gap_ms: int = DEFAULT_SESSION_GAP_MS
+    allowed_lateness_ms: int = DEFAULT_ALLOWED_LATENESS_MS
+    dedup_max: int = 64
+    # The detection configuration digest (`Config.config_digest`, which also covers the
+    # settings of validation); unset: a digest of the fields above.
+    config_digest: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.config_digest:
+            own = {f.name: _plain(getattr(self, f.name)) for f in fields(self)
+                   if f.name != "config_digest"}
+            object.__setattr__(self, "config_digest", config_digest(own))
+        if self.theta < 1:
+            raise ValueError("theta must be >= 1")
+        if self.evidence_max < 1:
+            raise ValueError("evidence_max must be >= 1")
+        if self.mode_level is not None and self.mode_level < 1:
+            raise ValueError("mode_level must be >= 1 (or unset for the full mode)")
+        if self.session_gap_ms <= 0 or self.allowed_lateness_ms < 0 or self.dedup_max < 0:
+            raise ValueError("session_gap must be > 0, allowed_lateness and dedup_max >= 0")
+
+    def counts(self, rec: ToolInvocation) -> bool:
+        return rec["outcome"] in self.count_outcomes and rec["failure_mode"] is not None
+
+    def key_of(self, rec: ToolInvocation) -> Key:
+        mode: str = rec["failure_mode"]  # type: ignore[assignment]
+        if self.mode_level is not None:
+            mode = ".".join(mode.split(".")[: self.mode_level])
+        return (rec["tool"], mode)
+
+    def horizon_ms(self) -> float:
+        """Event time after a key's newest ts beyond which its windows can hold nothing."""
+        if self.window.kind == "session":
+            return float(self.session_gap_ms)
+        if self.window.kind == "sliding":
+            return float(self.window.size_ms)
+        return math.inf
+
+    def describe(self) -> dict[str, Any]:
+        """The part of the configuration that is copied into every event."""
+        return {
+            "theta": self.theta,
+            "window": str(self.window),
+            "count_outcomes": sorted(self.count_outcomes),
+            "mode_level": self.mode_level,
+            "evidence_max": self.evidence_max,
+            "session_gap_ms": self.session_gap_ms,
+            "digest": self.config_digest,
+        }
+
+
+def config_digest(settings: dict[str, Any]) -> str:
+    """sha256 (lowercase hex) of settings as canonical JSON."""
+    return hashlib.sha256(orjson.dumps(settings, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, frozenset):
+        return sorted(value)
+    return value if value is None or isinstance(value, (int, str)) else str(value)
+
+
+class _Slice:
+    """One counting window: its count, oldest and newest ts, and the newest records."""
+
+    __slots__ = ("count", "first_ts", "newest", "records")
+
+    def __init__(self, evidence_max: int) -> None:
+        self.count = 0
+        self.first_ts = math.inf
+        self.newest = -math.inf
+        self.records: deque[ToolInvocation] = deque(maxlen=evidence_max)
+
+    def add(self, rec: ToolInvocation) -> int:
+        ts = rec["ts"]
+        self.count += 1
+        self.first_ts = min(self.first_ts, ts)
+        self.newest = max(self.newest, ts)
+        self.records.append(rec)
+        return self.count
+
+
+class GlobalWindow:
+    """Cumulative count since the key was armed."""
+
+    __slots__ = ("newest", "slice")
+
+    def __init__(self, evidence_max: int) -> None:
+        self.slice = _Slice(evidence_max)
+        self.newest = -math.inf
+
+    def add(self, rec: ToolInvocation) -> int | None:
+        self.newest = max(self.newest, rec["ts"])
+        return self.slice.add(rec)
+
+    def last_window(self) -> tuple[int, list[ToolInvocation]]:
+        return int(self.slice.first_ts), list(self.slice.records)
+
+
+class SessionWindows:
+    """One slice per session; a slice ends `gap` after its newest ts."""
+
+    __slots__ = ("_evidence_max", "_gap", "_last", "_sweep_at", "newest", "slices")
+
+    def __init__(self, gap_ms: int, evidence_max: int) -> None:
+        self._gap = gap_ms
+        self._evidence_max = evidence_max
+        self.slices: dict[SessionId, _Slice] = {}
+        self.newest = -math.inf
+        self._sweep_at = math.inf
+        self._last = _Slice(evidence_max)
+
+    def add(self, rec: ToolInvocation) -> int | None:
+        self.newest = max(self.newest, rec["ts"])
+        current = self.slices.get(rec["session_id"])
+        if current is None or self.newest > current.newest + self._gap:
+            current = self.slices[rec["session_id"]] = _Slice(self._evidence_max)
+        count = current.add(rec)
+        self._last = current
+        self._sweep_at = min(self._sweep_at, current.newest + self._gap)
+        if self.newest > self._sweep_at:
+            self._drop_dead_slices()
+        return count
+
+    def last_window(self) -> tuple[int, list[ToolInvocation]]:
+        return int(self._last.first_ts), list(self._last.records)
+
+    def _drop_dead_slices(self) -> None:
+        gap, newest = self._gap, self.newest
+        self.slices = {s: sl for s, sl in self.slices.items() if sl.newest + gap >= newest}
+        self._sweep_at = min((sl.newest + gap for sl in self.slices.values()), default=math.inf)
+
+
+class SlidingWindow:
+    """Records with ts in `(t - size, t]`; entries are kept sorted by (ts, arrival)."""
+
+    __slots__ = ("_arrivals", "_evidence_max", "_last_ts", "_size", "entries", "newest")
+
+    def __init__(self, size_ms: int, evidence_max: int) -> None:
+        self._size = size_ms
+        self._evidence_max = evidence_max
+        self.entries: list[tuple[int, int, ToolInvocation]] = []
+        self.newest = -math.inf
+        self._arrivals = 0
+        self._last_ts = 0
+
+    def add(self, rec: ToolInvocation) -> int | None:
+        ts = rec["ts"]
+        if ts < self.newest - self._size:
+            return None
+        self.newest = max(self.newest, ts)
+        self._arrivals += 1
+        self._last_ts = ts
+        bisect.insort(self.entries, (ts, self._arrivals, rec))
+        expired = bisect.bisect_right(self.entries, (self.newest - 2 * self._size, math.inf))
+        if expired:
+            del self.entries[:expired]
+        lo, hi = self._bounds(ts)
+        return hi - lo
+
+    def last_window(self) -> tuple[int, list[ToolInvocation]]:
+        lo, hi = self._bounds(self._last_ts)
+        in_window = self.entries[lo:hi]
+        by_arrival = sorted(in_window, key=lambda entry: entry[1])[-self._evidence_max :]
+        return in_window[0][0], [entry[2] for entry in by_arrival]
+
+    def _bounds(self, ts: int) -> tuple[int, int]:
+        lo = bisect.bisect_right(self.entries, (ts - self._size, math.inf))
+        return lo, bisect.bisect_right(self.entries, (ts, math.inf))
+
+
+Window = GlobalWindow | SessionWindows | SlidingWindow
+
+
+def new_window(params: DetectionParams) -> Window:
+    if params.window.kind == "session":
+        return SessionWindows(params.session_gap_ms, params.evidence_max)
+    if params.window.kind == "sliding":
+        return SlidingWindow(params.window.size_ms, params.evidence_max)
+    return GlobalWindow(params.evidence_max)
+
+
+class KeyState:
+    """Armed flag, arming epoch, window and recently counted ids of one key."""
+
+    __slots__ = ("armed", "epoch", "recent_ids", "recent_order", "window")
+
+    def __init__(self, window: Window | None, armed: bool = True, epoch: int = 0) -> None:
+        self.armed = armed
+        self.epoch = epoch
+        self.window = window
+        self.recent_ids: set[str] = set()
+        self.recent_order: deque[str] = deque()
+
+    def remember(self, record_id: str, dedup_max: int) -> None:
+        if dedup_max == 0:
+            return
+        self.recent_ids.add(record_id)
+        self.recent_order.append(record_id)
+        if len(self.recent_order) > dedup_max:
+            self.recent_ids.discard(self.recent_order.popleft())
+
+    def is_forgettable(self) -> bool:
+        """Nothing here that a fresh key would not also have."""
+        return self.armed and self.epoch == 0 and self.window is None
+
+
+@dataclass(slots=True)
+class DetectorStats:
+    counted: int = 0
+    duplicates: int = 0
+    late: int = 0
+    disarmed: int = 0
+    fired: int = 0
+    evicted_windows: int = 0
+    beyond_lateness: int = 0
+
+    def add(self, other: DetectorStats) -> None:
+        for name in (f.name for f in fields(self)):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass(slots=True)
+class Observation:
+    status: Status
+    event: BINEvent | None = None
+
+
+@dataclass
+class Detector:
+    """Keyed FRICTION-DETECT state over any set of keys (a whole stream or one shard)."""
+
+    params: DetectionParams
+    keys: dict[Key, KeyState] = field(default_factory=dict)
+    stats: DetectorStats = field(default_factory=DetectorStats)
+    # False: the clock is the newest ts observed. True: the owner moves it with
+    # `advance_clock` (a dataflow shard aligns it with the slowest input partition).
+    external_clock: bool = False
+    max_ts: float = -math.inf
+    _next_sweep: float = -math.inf
+
+    def observe(self, rec: ToolInvocation) -> Observation:
+        """Apply one counted record (`params.counts(rec)` must hold)."""
+        self._arrive(rec["ts"])
+        key = self.params.key_of(rec)
+        state = self.keys.get(key)
+        if state is None:
+            state = self.keys[key] = KeyState(None)
+        if not state.armed:
+            self.stats.disarmed += 1
+            return Observation("disarmed")
+        if rec["id"] in state.recent_ids:
+            self.stats.duplicates += 1
+            return Observation("duplicate")
+        if state.window is None:
+            state.window = new_window(self.params)
+        count = state.window.add(rec)
+        if count is None:
+            self.stats.late += 1
+            return Observation("late")
+        state.remember(rec["id"], self.params.dedup_max)
+        self.stats.counted += 1
+        if count < self.params.theta:
+            return Observation("counted")
+        self.stats.fired += 1
+        event = self._event(key, state.epoch, count, state.window, rec)
+        state.armed, state.window = False, None
+        return Observation("fired", event)
+
+    def ignores(self, key: Key, ts: int) -> bool:
+        """Whether a counted record of `key` at `ts` is ignored because `key` is disarmed;
+        if so it is accounted exactly as `observe` would. A cheap test that lets a caller
+        build the full record only for a key that can use it."""
+        state = self.keys.get(key)
+        if state is None or state.armed:
+            return False
+        if ts < self.max_ts - self.params.allowed_lateness_ms:  # `_arrive`, inlined: hot
+            self.stats.beyond_lateness += 1
+        if not self.external_clock:
+            self.advance_clock(ts)
+        self.stats.disarmed += 1
+        return True
+
+    def _arrive(self, ts: int) -> None:
+        if ts < self.max_ts - self.params.allowed_lateness_ms:
+            self.stats.beyond_lateness += 1
+        if not self.external_clock:
+            self.advance_clock(ts)
+
+    def rearm(self, key: Key, fired_epoch: int) -> bool:
+        """Arm a key again after the build for its `fired_epoch` event failed.
+
+        Idempotent: only the first re-arm of a given epoch has an effect.
+        """
+        state = self.keys.get(key)
+        if state is None or state.armed or state.epoch != fired_epoch:
+            return False
+        state.armed, state.epoch, state.window = True, fired_epoch + 1, None
+        return True
+
+    def disarm(self, key: Key, epoch: int = 0) -> None:
+        """Mark a key as answered by a tool (e.g. from the library at start-up)."""
+        state = self.keys.setdefault(key, KeyState(None))
+        state.armed, state.window = False, None
+        state.epoch = max(state.epoch, epoch)
+
+    def advance_clock(self, ts: float) -> None:
+        """Event time has reached `ts`: windows idle since long before may be evicted."""
+        if ts > self.max_ts:
+            self.max_ts = ts
+            if ts >= self._next_sweep:
+                self._evict_idle()
+
+    def _evict_idle(self) -> None:
+        horizon = self.params.horizon_ms()
+        if math.isinf(horizon):
+            self._next_sweep = math.inf
+            return
+        cutoff = self.max_ts - self.params.allowed_lateness_ms - horizon
+        idle = [key for key, state in self.keys.items()
+                if state.window is not None and state.window.newest < cutoff]
+        for key in idle:
+            state = self.keys[key]
+            state.window = None
+            state.recent_ids.clear()
+            state.recent_order.clear()
+            self.stats.evicted_windows += 1
+            if state.is_forgettable():
+                del self.keys[key]
+        self._next_sweep = self.max_ts + max(horizon, 1000.0) / 2
+
+    def _event(
+        self, key: Key, epoch: int, count: int, window: Window, rec: ToolInvocation
+    ) -> BINEvent:
+        tool, mode = key
+        first_ts, evidence = window.last_window()
+        return {
+            "event_id": event_id(tool, mode, epoch, self.params.config_digest),
+            "tool": tool,
+            "failure_mode": mode,
+            "theta": self.params.theta,
+            "window": str(self.params.window),
+            "session_id": rec["session_id"],
+            "count": count,
+            "first_ts": first_ts,
+            "fired_ts": rec["ts"],
+            "arm_epoch": epoch,
+            "evidence": evidence,
+            "config": self.params.describe(),
+        }
+
+
+def detect(params: DetectionParams, records: Iterable[ToolInvocation]) -> list[BINEvent]:
+    """All events of a stream of valid records (the whole spec in one call)."""
+    detector = Detector(params)
+    events = []
+    for rec in records:
+        if params.counts(rec):
+            fired = detector.observe(rec).event
+            if fired is not None:
+                events.append(fired)
+    return events

@@ -1,0 +1,7 @@
+"""Running the live job: processes, clusters, recovery, metrics and status.
+
+- ``cluster``, ``cluster_spec``: a flow as a cluster of processes; which process this is.
+- ``recovery_store``: the Bytewax recovery store, created once.
+- ``metrics``, ``operations``: Prometheus metrics and what a run process serves beside the flow.
+- ``job_status``, ``status_report``: the job's status in NATS KV; what ``binloop status`` reads.
+"""
