@@ -7,9 +7,9 @@ it is at-most-once across a restart.
 
 The snapshot is versioned plain data (`{"format": "binloop.read/2", "seq", "file_index",
 "offset", "line"}`), not a pickled class, so that moving a module never breaks a store.
-A chunk of a JSONL file is the lines of a block of about `batch_size / 4` KiB (1 MiB at
-the default, the record line limit: the parse step then checks line lengths in O(1)),
-which the parse step decodes in one call.
+A chunk of a JSONL file is the lines of one block as the reader reads it (1 MiB,
+`binloop.replay.inputs.READ_BYTES`; `batch_size` lines for Parquet and stdin), handed
+over as read when it needed no rewriting, which the parse step decodes in one call.
 """
 
 from __future__ import annotations
