@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from binloop.cli import main
+from binloop.core.errors import EX_USAGE
 from binloop.core.schema import parse_record, validate_record
 from binloop.sim.simulate import SimParams, record_lines, simulate, truth_path, write_simulation
 
@@ -130,7 +131,7 @@ def test_cli_writes_file_and_truth(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "injected pairs" in capsys.readouterr().err
     truth = orjson.loads(truth_path(out).read_bytes())
     assert truth["params"]["call_gap_s"] == [2, 5] and len(truth["pairs"]) == 5
-    assert main(["simulate", "--out", str(out), "--noise-rate", "2"]) == 2
+    assert main(["simulate", "--out", str(out), "--noise-rate", "2"]) == EX_USAGE
 
 
 def test_the_docs_document_every_simulator_parameter() -> None:
