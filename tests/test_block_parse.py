@@ -268,13 +268,14 @@ def test_inferred_failure_modes_in_a_clean_block_are_the_schemas(failure_modes: 
     lines = [_line(error="permission denied: /etc/shadow"),
              _line(failure_mode="NOTFOUND", error="connection refused by 10.0.0.1:443"),
              _line(outcome="success"), _line(outcome="timeout", error="timed out after 30s"),
-             _line(failure_mode="ARGS", error_template="x")]
+             _line(failure_mode="ARGS", error_template="x"), _line(), _line(error=" "),
+             _line(failure_mode="PERM", error="")]
     counted, *rest = block_view(lines, COUNTS, limits)
     assert (counted, *rest) == spec_view(lines, COUNTS, limits)
     inferred = [r for r in counted if "error_template" in r and r.get("error")]
     assert (len(inferred) > 0) == (failure_modes != "given")
     if failure_modes == "given":
-        assert [r["failure_mode"] for r in counted] == ["NOTFOUND", "ARGS"]
+        assert [r["failure_mode"] for r in counted] == ["NOTFOUND", "ARGS", "PERM"]
 
 
 def test_a_non_string_error_template_is_refused_as_the_schema_does() -> None:

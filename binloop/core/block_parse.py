@@ -187,8 +187,11 @@ class BlockParser:
         return True
 
     def _inferred(self, rec: _Record) -> bool:
-        """Whether the schema's parser infers this record's failure mode."""
-        return rec.outcome in self._infer and (self._override or rec.failure_mode is None)
+        """Whether the schema's parser infers this record's failure mode (it leaves a
+        record without error text as it is: there is nothing to infer from)."""
+        error = rec.error
+        return (rec.outcome in self._infer and (self._override or rec.failure_mode is None)
+                and error is not None and error.strip() != "")
 
     def _fast_with_inference(self, lines: Sequence[bytes], records: list[_Record],
                              out: BlockResult, blank: int, max_ts: int) -> bool:
