@@ -1,71 +1,134 @@
-"""Engines on the same file, in one run: whole-command records/s, ratios, peak RSS.
+"""`binloop bench engines`: every engine beside the anchors, on the same files, in one run.
 
-`binloop bench engines --records N --out DIR` generates a bulk file of N records
-(`binloop simulate --profile bulk`: 5% failures over 1000 keys) and runs
-`binloop detect` on it once per engine as a child process: `reference`, `polars` (when
-`binloop.engines.polars.engine` is installed), `bytewax` with 1 worker, and `bytewax` as a
-2-process local cluster. Throughput is records / wall time of the whole command
-(interpreter start included), and every figure is also given as a ratio to the
-reference engine of the same run, since absolute numbers depend on the machine and its
-load. Peak RSS is sampled over the child's whole process tree (psutil, every 20 ms;
-the sum over processes) and also read from the kernel (`wait4`: the largest single
-process). The engines must fire the same events; the bench checks it.
+The anchors are the reference loops of `../shared/bench/anchors.py` (plain, msgspec,
+polars; `--anchors PATH` to point elsewhere). Each file is replayed by the anchors and by
+`binloop detect` with every engine (`reference`, `bytewax` with 1 worker, `bytewax` as a
+2-process cluster, `polars`), all with `--window global --theta 3` (what the anchors
+compute), in rounds: every round runs each of them once, starting one further along the
+list each round, so that a change in the machine's load hits all alike.
 
-Bounded state: the bytewax engine also replays a stream in which every record is a
-failure of a new key (`--profile distinct`), with 1M and with 100k records at the same
-event-time rate; if state is evicted as the stream moves on, peak RSS barely depends on
-the number of keys.
+Every figure is a whole process, start to exit (interpreter start and imports included,
+nothing subtracted): wall time, CPU seconds (user + system, its children included) and
+peak RSS (the largest process, from the kernel; and the whole process tree, sampled).
+Records/s is records over the median wall time of the rounds; ratios are to each anchor
+in the same run. A run whose events (and dead-letter count) differ from the anchors' (or,
+where no anchor can run, from the reference engine's) is *void*: it is reported as a
+failure and the bench exits non-zero, so a fast but wrong engine cannot pass.
+
+Files (`benchmarks.bench_files`, generated under `--workdir`, default
+~/.cache/binloop/bench, never in the repository): `anchor`, `realistic`, `invalid` (10%
+invalid lines; the polars anchor cannot read it, so there the plain and msgspec anchors
+are the comparison).
+
+Also measured: `startup`, each engine on an empty file (what interpreter start and
+imports cost; shown, never subtracted); and with `--state-records BIG,SMALL`, bounded
+state: the bytewax engine on streams where every record is a failure of a new key
+(`binloop simulate --profile distinct`), whose peak RSS must not grow with the keys.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
-from binloop.sim.replay_engine import polars_engine_available
-from binloop.sim.simulate import SimParams, write_simulation
+from benchmarks.bench_files import FILE_KINDS, anchors_script, bench_file
+
+ANCHORS: Final = ("plain", "msgspec", "polars")
+ENGINES: Final = ("reference", "bytewax-1w", "bytewax-2p", "polars-engine")
+DETECT_FLAGS: Final = ("--window", "global", "--theta", "3")
+DEFAULT_WORKDIR: Final = Path.home() / ".cache" / "binloop" / "bench"
+DEFAULT_OUT: Final = Path("benchmarks/results/engines")
+_RUN_FIELDS: Final = ("name", "file", "round", "wall_s", "cpu_s", "max_rss_mb", "void",
+                      "load_before")
 
 
 @dataclass
-class EngineRun:
+class Run:
+    """One whole-process run of an anchor or an engine on a file."""
+
     name: str
-    input: str
-    records: int
+    file: str
+    round: int
     wall_s: float
-    records_per_s: float
-    peak_rss_tree_mb: float | None
-    peak_rss_max_process_mb: float
+    cpu_s: float
+    max_rss_mb: float
+    tree_rss_mb: float | None
+    records: int
+    invalid: int
     events: int
-    event_ids_hash: str
+    event_ids: str  # hash of the sorted event ids ("" for anchors: they print counts)
     exit_code: int
-    summary_line: str
+    void: str = ""  # why the run does not count ("" when it does)
+    load_before: float = 0.0
 
 
-def engine_commands(include_polars: bool) -> dict[str, list[str]]:
-    """The `binloop detect` flags of each engine variant."""
-    commands = {"reference": ["--engine", "reference"]}
-    if include_polars:
-        commands["polars"] = ["--engine", "polars"]
-    commands["bytewax-1w"] = ["--engine", "bytewax", "--workers", "1"]
-    commands["bytewax-2p"] = ["--engine", "bytewax", "--processes", "2"]
-    return commands
+def engine_flags(name: str) -> list[str]:
+    return {"reference": ["--engine", "reference"],
+            "bytewax-1w": ["--engine", "bytewax", "--workers", "1"],
+            "bytewax-2p": ["--engine", "bytewax", "--processes", "2"],
+            "polars-engine": ["--engine", "polars"]}[name]
+
+
+def command(name: str, path: Path, work: Path, anchors: Path | None,
+            detect_flags: tuple[str, ...] = DETECT_FLAGS) -> list[str]:
+    if name in ANCHORS:
+        assert anchors is not None
+        return [sys.executable, str(anchors), name, str(path)]
+    return [sys.executable, "-m", "binloop.cli", "detect", "--input", str(path),
+            "--out", str(work / f"events-{name}.jsonl"),
+            "--dead-letter", str(work / f"dead-{name}.jsonl"), "--no-progress",
+            *detect_flags, *engine_flags(name)]
+
+
+def measure(argv: list[str]) -> dict[str, Any]:
+    """Run `argv` from a fresh helper process (so that its RUSAGE_CHILDREN is this run's
+    alone): wall time, CPU, peak RSS, exit code, stdout and stderr's tail."""
+    helper = [sys.executable, "-m", "benchmarks.engines", "--measure", orjson.dumps(argv).decode()]
+    out = subprocess.run(helper, check=True, capture_output=True).stdout
+    return orjson.loads(out)  # type: ignore[no-any-return]
+
+
+def _measure_here(argv: list[str]) -> dict[str, Any]:
+    import resource
+
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil is in the dev extra
+        psutil = None
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    tree_peak = 0
+    watched = psutil.Process(proc.pid) if psutil is not None else None
+    while proc.poll() is None:
+        if watched is not None:
+            tree_peak = max(tree_peak, _tree_rss(watched))
+        time.sleep(0.05)
+    wall = time.perf_counter() - started
+    stdout, stderr = proc.communicate()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "max_rss_mb": usage.ru_maxrss / 1024,
+            "tree_rss_mb": tree_peak / 2**20 if watched is not None else None,
+            "exit_code": proc.returncode, "stdout": stdout.decode(errors="replace")[-2000:],
+            "stderr": stderr.decode(errors="replace")[-2000:]}
 
 
 def _tree_rss(proc: Any) -> int:
-    total = 0
     try:
         members = [proc, *proc.children(recursive=True)]
     except Exception:  # the process ended between two samples
         return 0
+    total = 0
     for member in members:
         try:
             total += member.memory_info().rss
@@ -74,161 +137,194 @@ def _tree_rss(proc: Any) -> int:
     return total
 
 
-def run_detect(name: str, flags: list[str], input_path: Path, work: Path,
-               records: int) -> EngineRun:
-    """Run `binloop detect` as a child; measure wall time and peak RSS."""
-    events_path = work / f"events-{name}.jsonl"
-    events_path.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "binloop.cli", "detect", "--input", str(input_path),
-           "--out", str(events_path), "--dead-letter", str(work / f"dead-{name}.jsonl"),
-           "--no-progress", *flags]
-    try:
-        import psutil
-    except ImportError:  # pragma: no cover - psutil is in the dev extra
-        psutil = None
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    watched = psutil.Process(proc.pid) if psutil is not None else None
-    peak = 0
-    while proc.poll() is None:
-        if watched is not None:
-            peak = max(peak, _tree_rss(watched))
-        time.sleep(0.02)
-    wall = time.perf_counter() - started
-    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    max_rss_kb = _children_max_rss_kb()
-    lines = events_path.read_bytes().splitlines() if events_path.exists() else []
-    ids = sorted(orjson.loads(line)["event_id"] for line in lines)
-    import hashlib
-
-    return EngineRun(
-        name=name, input=input_path.name, records=records, wall_s=round(wall, 3),
-        records_per_s=round(records / wall, 1),
-        peak_rss_tree_mb=round(peak / 2**20, 1) if watched is not None else None,
-        peak_rss_max_process_mb=round(max_rss_kb / 1024, 1), events=len(ids),
-        event_ids_hash=hashlib.sha256("".join(ids).encode()).hexdigest()[:16],
-        exit_code=proc.returncode or 0,
-        summary_line=next((ln for ln in stderr.splitlines() if ln.startswith("records read")),
-                          stderr.strip()[-500:]),
-    )
+def run_one(name: str, path: Path, work: Path, anchors: Path | None, round_no: int,
+            detect_flags: tuple[str, ...] = DETECT_FLAGS) -> Run:
+    load = os.getloadavg()[0]
+    for stale in (work / f"events-{name}.jsonl", work / f"dead-{name}.jsonl"):
+        stale.unlink(missing_ok=True)
+    got = measure(command(name, path, work, anchors, detect_flags))
+    records = invalid = events = 0
+    ids = ""
+    if name in ANCHORS:
+        try:
+            printed = orjson.loads(got["stdout"].strip().splitlines()[-1])
+            records, invalid, events = printed["records"], printed["invalid"], printed["events"]
+        except (IndexError, orjson.JSONDecodeError, KeyError):
+            got["exit_code"] = got["exit_code"] or 1
+    else:
+        lines = _lines(work / f"events-{name}.jsonl")
+        events = len(lines)
+        ids = hashlib.sha256("".join(sorted(orjson.loads(ln)["event_id"] for ln in lines))
+                             .encode()).hexdigest()[:16]
+        invalid = len(_lines(work / f"dead-{name}.jsonl"))
+        records = _summary_records(got["stderr"])
+    return Run(name, path.name, round_no, round(got["wall_s"], 3), round(got["cpu_s"], 3),
+               round(got["max_rss_mb"], 1),
+               None if got["tree_rss_mb"] is None else round(got["tree_rss_mb"], 1),
+               records, invalid, events, ids, got["exit_code"],
+               "" if got["exit_code"] == 0 else f"exit {got['exit_code']}: "
+               f"{got['stderr'].strip().splitlines()[-1:] or ['']}", round(load, 2))
 
 
-def _children_max_rss_kb() -> int:
-    """ru_maxrss of the children waited for so far (the largest single process, in KiB).
-
-    Each run is measured in a fresh helper process (see `measure`), so this is that
-    run's figure alone.
-    """
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+def _lines(path: Path) -> list[bytes]:
+    return [ln for ln in path.read_bytes().splitlines() if ln] if path.exists() else []
 
 
-def measure(name: str, flags: list[str], input_path: Path, work: Path,
-            records: int) -> EngineRun:
-    """`run_detect` inside a fresh helper process, so RUSAGE_CHILDREN is this run's only."""
-    helper = [sys.executable, "-c",
-              "import sys, orjson, dataclasses; from pathlib import Path; "
-              "from benchmarks.engines import run_detect; "
-              "r = run_detect(sys.argv[1], orjson.loads(sys.argv[2]), Path(sys.argv[3]), "
-              "Path(sys.argv[4]), int(sys.argv[5])); "
-              "sys.stdout.buffer.write(orjson.dumps(dataclasses.asdict(r)))",
-              name, orjson.dumps(flags).decode(), str(input_path), str(work), str(records)]
-    out = subprocess.run(helper, check=True, capture_output=True).stdout
-    return EngineRun(**orjson.loads(out))
+def _summary_records(stderr: str) -> int:
+    for line in stderr.splitlines():
+        if line.startswith("records read "):
+            return int(line.split("|")[0].split()[2].replace(",", ""))
+    return 0
 
 
-def generate(path: Path, profile: str, records: int, seed: int) -> float:
-    started = time.perf_counter()
-    if not path.exists():
-        write_simulation(SimParams(profile=profile, records=records, seed=seed), path)
-    return time.perf_counter() - started
+def check_rounds(runs: list[Run]) -> None:
+    """Void every run whose events or rejects differ from what the anchors (else the
+    reference engine) found on the same file."""
+    by_file: dict[str, list[Run]] = {}
+    for run in runs:
+        by_file.setdefault(run.file, []).append(run)
+    for file_runs in by_file.values():
+        anchors = [r for r in file_runs if r.name in ANCHORS and r.exit_code == 0]
+        reference = [r for r in file_runs if r.name == "reference" and r.exit_code == 0]
+        if anchors:
+            expected = statistics.mode((r.events, r.invalid, r.records) for r in anchors)
+            what = "the anchors'"
+        elif reference:
+            expected = statistics.mode((r.events, r.invalid, r.records) for r in reference)
+            what = "the reference engine's"
+        else:
+            continue
+        expected_ids = statistics.mode(r.event_ids for r in reference) if reference else ""
+        for run in file_runs:
+            if run.void:
+                continue
+            got = (run.events, run.invalid, run.records)
+            if got != expected:
+                run.void = (f"events/invalid/records {got} differ from {what} {expected}")
+            elif run.name not in ANCHORS and expected_ids and run.event_ids != expected_ids:
+                run.void = "event ids differ from the reference engine's"
 
 
-def best_run(runs: list[EngineRun]) -> EngineRun:
-    """The fastest run (the one least disturbed by other jobs on the machine), with the
-    highest peak RSS seen in any of them."""
-    middle = min(runs, key=lambda r: r.wall_s)
-    trees = [r.peak_rss_tree_mb for r in runs if r.peak_rss_tree_mb is not None]
-    return EngineRun(**{**asdict(middle),
-                        "peak_rss_tree_mb": max(trees) if trees else None,
-                        "peak_rss_max_process_mb": max(r.peak_rss_max_process_mb for r in runs),
-                        "exit_code": max(r.exit_code for r in runs)})
+def summarise(runs: list[Run]) -> list[dict[str, Any]]:
+    """Per file and runner: medians over the counted rounds and ratios to the anchors."""
+    rows: list[dict[str, Any]] = []
+    files = list(dict.fromkeys(r.file for r in runs))
+    for file in files:
+        names = list(dict.fromkeys(r.name for r in runs if r.file == file))
+        medians: dict[str, dict[str, Any]] = {}
+        for name in names:
+            mine = [r for r in runs if r.file == file and r.name == name]
+            good = [r for r in mine if not r.void]
+            if not good:
+                medians[name] = {"file": file, "name": name, "rounds": len(mine), "void": len(mine),
+                                 "failure": mine[0].void if mine else ""}
+                continue
+            wall = statistics.median(r.wall_s for r in good)
+            cpu = statistics.median(r.cpu_s for r in good)
+            records = good[0].records
+            medians[name] = {
+                "file": file, "name": name, "rounds": len(mine), "void": len(mine) - len(good),
+                "failure": next((r.void for r in mine if r.void), ""),
+                "records": records, "events": good[0].events, "invalid": good[0].invalid,
+                "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+                "records_per_s": round(records / wall), "records_per_cpu_s": round(records / cpu),
+                "max_rss_mb": max(r.max_rss_mb for r in good),
+                "tree_rss_mb": max((r.tree_rss_mb or 0) for r in good),
+                "walls": [r.wall_s for r in mine]}
+        for row in medians.values():
+            for anchor in ANCHORS:
+                base = medians.get(anchor)
+                if base and "wall_s" in base and "wall_s" in row:
+                    row[f"vs_{anchor}"] = round(base["wall_s"] / row["wall_s"], 2)
+            rows.append(row)
+    return rows
 
 
-def bench(out_dir: Path, records: int, state_records: tuple[int, int], work: Path,
-          seed: int = 0, progress: bool = True, rounds: int = 1) -> dict[str, Any]:
-    """Run every engine `rounds` times, round-robin (so that a change of machine load
-    hits all engines alike), and keep each engine's fastest run."""
-    def say(text: str) -> None:
-        if progress:
-            print(f"bench engines: {text}", file=sys.stderr, flush=True)
-
-    bulk = work / f"bulk-{records}.jsonl"
-    say(f"generated {bulk.name} in {generate(bulk, 'bulk', records, seed):.1f}s")
-    commands = engine_commands(polars_engine_available())
-    all_runs: dict[str, list[EngineRun]] = {name: [] for name in commands}
-    for round_no in range(1, rounds + 1):
-        for name, flags in commands.items():
-            say(f"round {round_no}/{rounds}: running {name} on {records:,} records ...")
-            run = measure(name, flags, bulk, work, records)
-            say(f"{name}: {run.records_per_s:,.0f} records/s, peak RSS {run.peak_rss_tree_mb} "
-                f"MB (tree), {run.events} events, exit {run.exit_code}")
-            all_runs[name].append(run)
-    runs = [best_run(found) for found in all_runs.values()]
+def bench(files: list[str], records: int, workdir: Path, rounds: int, runners: list[str],
+          anchors: Path | None, seed: int, say: Any,
+          state_records: tuple[int, ...] = ()) -> dict[str, Any]:
+    runs: list[Run] = []
+    notes = []
+    if anchors is None:
+        notes.append("anchors skipped: ../shared/bench/anchors.py not found (pass --anchors); "
+                     "runs are checked against the reference engine instead")
+    load_start = os.getloadavg()
+    for kind in files:
+        path = bench_file(kind, records, workdir, seed, anchors)
+        names = [n for n in runners if n in ENGINES or anchors is not None]
+        if kind == "invalid":
+            names = [n for n in names if n != "polars"]  # polars' reader raises on bad lines
+        say(f"{path.name}: {', '.join(names)}; {rounds} rounds; load {os.getloadavg()[0]:.2f}")
+        for round_no in range(rounds):
+            shift = round_no % len(names)
+            for name in names[shift:] + names[:shift]:
+                run = run_one(name, path, workdir, anchors, round_no + 1)
+                say(f"  round {round_no + 1} {name}: {run.wall_s:.2f} s wall, {run.cpu_s:.2f} "
+                    f"CPU-s, {run.max_rss_mb:.0f} MB, {run.events} events"
+                    + (f"  FAILED: {run.void}" if run.void else ""))
+                runs.append(run)
+    check_rounds(runs)
+    startup = []
+    empty = workdir / "empty.jsonl"
+    empty.write_bytes(b"")
+    for name in [n for n in runners if n in ENGINES]:
+        got = run_one(name, empty, workdir, None, 1)
+        startup.append({"name": name, "cpu_s": got.cpu_s, "wall_s": got.wall_s,
+                        "max_rss_mb": got.max_rss_mb})
     state = []
     for count in state_records:
-        path = work / f"distinct-{count}.jsonl"
-        say(f"generated {path.name} in {generate(path, 'distinct', count, seed):.1f}s")
-        say(f"running bytewax-1w on {count:,} distinct keys ...")
-        state.append(measure("bytewax-1w", engine_commands(False)["bytewax-1w"], path, work,
-                             count))
-    result = {**summarise(runs, state), "rounds": rounds,
-              "all_rounds": {name: [r.records_per_s for r in found]
-                             for name, found in all_runs.items()}}
-    write(out_dir, result)
-    return result
-
-
-def summarise(runs: list[EngineRun], state: list[EngineRun]) -> dict[str, Any]:
-    reference = next(r for r in runs if r.name == "reference")
-    rows = [{**asdict(r), "ratio_to_reference": round(r.records_per_s / reference.records_per_s,
-                                                      3)} for r in runs]
-    agree = len({(r.events, r.event_ids_hash) for r in runs if r.exit_code == 0}) == 1
-    big, small = (max(state, key=lambda r: r.records), min(state, key=lambda r: r.records))
-    rss_ratio = ((big.peak_rss_tree_mb or big.peak_rss_max_process_mb)
-                 / (small.peak_rss_tree_mb or small.peak_rss_max_process_mb))
-    by_name = {r.name: r for r in runs}
-    two_vs_one = (round(by_name["bytewax-2p"].records_per_s / by_name["bytewax-1w"].records_per_s,
-                        3) if {"bytewax-2p", "bytewax-1w"} <= set(by_name) else None)
-    return {"engines": rows, "same_events": agree, "bytewax_2p_over_1w": two_vs_one,
-            "state": [asdict(r) for r in state],
-            "state_rss_ratio": round(rss_ratio, 3), "cpu_count": os.cpu_count(),
-            "load_avg_1m": round(os.getloadavg()[0], 2)}
+        path = workdir / f"distinct-{count}.jsonl"
+        if not path.exists():
+            subprocess.run([sys.executable, "-m", "binloop.cli", "simulate", "--profile",
+                            "distinct", "--records", str(count), "--out", str(path)],
+                           check=True, capture_output=True)
+        # the default (session) window: a global window keeps every key by design
+        got = run_one("bytewax-1w", path, workdir, None, 1, ())
+        state.append({"records": count, "wall_s": got.wall_s, "max_rss_mb": got.max_rss_mb,
+                      "exit_code": got.exit_code})
+        say(f"bounded state: {count:,} distinct keys, peak RSS {got.max_rss_mb:.0f} MB")
+    if "invalid" in files and anchors is not None:
+        notes.append("invalid file: compared with the plain and msgspec anchors (polars' "
+                     "JSON reader raises on the first bad line)")
+    return {"files": files, "records": records, "rounds": rounds, "cpu_count": os.cpu_count(),
+            "load_avg_before": [round(x, 2) for x in load_start],
+            "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+            "notes": notes, "rows": summarise(runs),
+            "runs": [{k: v for k, v in asdict(r).items() if k in _RUN_FIELDS} for r in runs],
+            "void_runs": sum(1 for r in runs if r.void), "startup": startup, "state": state,
+            "command": "binloop bench engines " + " ".join(sys.argv[3:])}
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = ["# Engines: same file, one run", "",
-             f"Machine: {result['cpu_count']} CPUs, 1-minute load average "
-             f"{result['load_avg_1m']} at the end (other jobs share it: read the ratios). "
-             f"Each engine ran {result['rounds']} time(s), round-robin; the fastest run is "
-             "shown (all runs' records/s in engines.json).", "",
-             "| engine | records | wall s | records/s | ratio to reference | peak RSS tree MB | "
-             "peak RSS max process MB | events |", "|---|---|---|---|---|---|---|---|"]
-    for r in result["engines"]:
-        lines.append(f"| {r['name']} | {r['records']:,} | {r['wall_s']:.2f} | "
-                     f"{r['records_per_s']:,.0f} | {r['ratio_to_reference']:.2f} | "
-                     f"{r['peak_rss_tree_mb']} | {r['peak_rss_max_process_mb']} | {r['events']} |")
-    lines += ["", f"All engines fired the same events: {'yes' if result['same_events'] else 'NO'}.",
-              f"Bytewax 2 processes / 1 worker: {result['bytewax_2p_over_1w']}.",
-              "", "## Bounded state (bytewax, 1 worker, every record a new key)", "",
-              "| records = distinct keys | wall s | records/s | peak RSS tree MB | "
-              "peak RSS max process MB |", "|---|---|---|---|---|"]
-    for r in result["state"]:
-        lines.append(f"| {r['records']:,} | {r['wall_s']:.2f} | {r['records_per_s']:,.0f} | "
-                     f"{r['peak_rss_tree_mb']} | {r['peak_rss_max_process_mb']} |")
-    lines += ["", f"Peak RSS ratio, largest / smallest stream: {result['state_rss_ratio']:.2f} "
-              "(1.0 = state does not grow with the number of keys)."]
+    lines = ["# Engines beside the anchors: same files, one run", "",
+             f"{result['cpu_count']} CPUs; load average (1, 5, 15 min) before "
+             f"{result['load_avg_before']}, after {result['load_avg_after']}. "
+             f"{result['rounds']} alternating rounds; medians of whole-process wall time "
+             "(start to exit). Ratios: the anchor's wall time / this one's (> 1 = faster).",
+             "", *[f"- {note}" for note in result["notes"]], "",
+             "| file | run | records/s | wall s | CPU-s | records/CPU-s | max RSS MB | "
+             "tree RSS MB | vs plain | vs msgspec | vs polars | events | invalid | void |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        if "wall_s" not in r:
+            lines.append(f"| {r['file']} | {r['name']} | - | - | - | - | - | - | - | - | - | - "
+                         f"| - | {r['void']}/{r['rounds']}: {r['failure']} |")
+            continue
+        lines.append(
+            f"| {r['file']} | {r['name']} | {r['records_per_s']:,} | {r['wall_s']:.2f} | "
+            f"{r['cpu_s']:.2f} | {r['records_per_cpu_s']:,} | {r['max_rss_mb']:.0f} | "
+            f"{r['tree_rss_mb']:.0f} | {r.get('vs_plain', '-')} | {r.get('vs_msgspec', '-')} | "
+            f"{r.get('vs_polars', '-')} | {r['events']} | {r['invalid']} | "
+            f"{r['void']}/{r['rounds']}{': ' + r['failure'] if r['failure'] else ''} |")
+    lines += ["", f"Void runs (events differ from the anchors'/reference's, or a crash): "
+              f"{result['void_runs']}.", "",
+              "Start-up (an empty file; included above, not subtracted): " + ", ".join(
+                  f"{s['name']} {s['cpu_s']:.2f} CPU-s" for s in result.get("startup", [])) + "."]
+    if result.get("state"):
+        lines += ["", "Bounded state (bytewax, 1 worker, every record a failure of a new key): "
+                  + ", ".join(f"{s['records']:,} keys {s['max_rss_mb']:.0f} MB"
+                              for s in result["state"]) + "."]
+    lines += ["", f"Reproduce: `{result['command']}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -240,34 +336,50 @@ def write(out_dir: Path, result: dict[str, Any]) -> None:
 
 def register_bench(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "engines", help="records/s and peak RSS of every engine on the same generated file",
-        description="Writes engines.json and engines.md to --out.")
-    parser.add_argument("--out", required=True, metavar="DIR")
-    parser.add_argument("--records", type=int, default=1_000_000, help="bulk file size")
-    parser.add_argument("--state-records", default="1000000,100000", metavar="BIG,SMALL",
-                        help="sizes of the every-record-a-new-key streams")
-    parser.add_argument("--workdir", metavar="DIR",
-                        help="keep generated inputs here (reused when present); default: a "
-                             "temporary folder removed at the end")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="run every engine this many times, round-robin; report the fastest")
+        "engines", help="every engine beside the anchors on the same files: records/s, "
+                        "CPU-s, peak RSS, ratios",
+        description="Writes engines.json and engines.md to --out (see benchmarks/engines.py).")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR")
+    parser.add_argument("--records", type=int, default=1_000_000, help="lines per file")
+    parser.add_argument("--files", default=",".join(FILE_KINDS),
+                        help=f"comma-separated, from {', '.join(FILE_KINDS)}")
+    parser.add_argument("--runs", default=",".join(ANCHORS + ENGINES),
+                        help=f"comma-separated, from {', '.join(ANCHORS + ENGINES)}")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workdir", default=str(DEFAULT_WORKDIR), metavar="DIR",
+                        help="generated inputs and outputs live here (reused when present)")
+    parser.add_argument("--anchors", metavar="PATH",
+                        help="anchors.py (default: ../shared/bench/anchors.py)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--state-records", default="", metavar="BIG,SMALL",
+                        help="also replay every-record-a-new-key streams of these sizes "
+                             "(bounded state)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    sizes = tuple(int(v) for v in args.state_records.split(","))
-    if len(sizes) != 2 or min(sizes) < 1 or args.records < 1 or args.rounds < 1:
-        raise ValueError("--records >= 1, --rounds >= 1 and --state-records BIG,SMALL are "
-                         "required")
-    out = Path(args.out)
-    if args.workdir:
-        Path(args.workdir).mkdir(parents=True, exist_ok=True)
-        result = bench(out, args.records, (sizes[0], sizes[1]), Path(args.workdir), args.seed,
-                       rounds=args.rounds)
-    else:
-        with tempfile.TemporaryDirectory(prefix="binloop-bench-") as tmp:
-            result = bench(out, args.records, (sizes[0], sizes[1]), Path(tmp), args.seed,
-                           rounds=args.rounds)
+    files = [f for f in args.files.split(",") if f]
+    runners = [r for r in args.runs.split(",") if r]
+    unknown = [f for f in files if f not in FILE_KINDS] + \
+        [r for r in runners if r not in ANCHORS + ENGINES]
+    if unknown or args.records < 1 or args.rounds < 1:
+        raise ValueError(f"unknown --files/--runs {unknown} or --records/--rounds < 1")
+    if "polars-engine" in runners:
+        from binloop.sim.replay_engine import polars_engine_available
+
+        if not polars_engine_available():
+            runners.remove("polars-engine")
+    anchors = anchors_script(args.anchors)
+    state = tuple(int(v) for v in args.state_records.split(",") if v)
+    result = bench(files, args.records, Path(args.workdir), args.rounds, runners, anchors,
+                   args.seed, lambda text: print(f"bench engines: {text}", file=sys.stderr,
+                                                  flush=True), state)
+    if any(s["exit_code"] for s in result["state"]):
+        return 1
+    write(Path(args.out), result)
     print(markdown(result))
-    return 0 if all(r["exit_code"] == 0 for r in result["engines"]) else 1
+    return 1 if result["void_runs"] else 0
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--measure"]:
+    sys.stdout.buffer.write(orjson.dumps(_measure_here(orjson.loads(sys.argv[2]))))

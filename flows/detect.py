@@ -59,7 +59,7 @@ def add_detector(
     if controls is not None:
         shard_inputs = op.merge("with_controls", parsed.oks, controls)
     detected: DetectOut = detect_friction("detect", shard_inputs, params,
-                                          config.shard_count(), seed)
+                                          config.shard_count(), seed, config.record_limits())
     dead, stats = parsed.errs, parsed.stats
     if rejects is not None:
         dead = op.merge("with_source_rejects", dead, rejects)

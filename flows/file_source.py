@@ -4,9 +4,17 @@ Delivery guarantee: exactly-once with Bytewax recovery. The input is one partiti
 whose snapshot is its read position (file, offset, next chunk seq), so a resumed
 dataflow re-reads exactly what followed the last snapshot. stdin cannot be re-read:
 it is at-most-once across a restart.
+
+The snapshot is versioned plain data (`{"format": "binloop.read/2", "seq", "file_index",
+"offset", "line"}`), not a pickled class, so that moving a module never breaks a store.
+A chunk of a JSONL file is the lines of one block as the reader reads it (1 MiB,
+`binloop.replay.inputs.READ_BYTES`; `batch_size` lines for Parquet and stdin), handed
+over as read when it needed no rewriting, which the parse step decodes in one call.
 """
 
 from __future__ import annotations
+
+from typing import Any, Final
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from typing_extensions import override
@@ -21,8 +29,25 @@ from binloop.replay.inputs import (
     input_size,
 )
 
+POSITION_FORMAT: Final = "binloop.read/2"
 
-class _FilePartition(StatefulSourcePartition[RawChunk, ReadPosition]):
+
+def position_to_plain(position: ReadPosition) -> dict[str, Any]:
+    return {"format": POSITION_FORMAT, "seq": position.seq, "file_index": position.file_index,
+            "offset": position.offset, "line": position.line}
+
+
+def position_from_plain(plain: Any) -> ReadPosition:
+    """A read position from a snapshot (format 2, or a format-1 `ReadPosition`)."""
+    if isinstance(plain, ReadPosition):
+        return plain
+    if not isinstance(plain, dict) or plain.get("format") != POSITION_FORMAT:
+        raise ValueError(f"recovery store: file read position {plain!r:.80} is not in format "
+                         f"{POSITION_FORMAT!r}; start a new recovery store")
+    return ReadPosition(plain["seq"], plain["file_index"], plain["offset"], plain["line"])
+
+
+class _FilePartition(StatefulSourcePartition[RawChunk, Any]):
     def __init__(self, reader: InputReader, progress: Progress) -> None:
         self._reader = reader
         self._progress = progress
@@ -38,15 +63,15 @@ class _FilePartition(StatefulSourcePartition[RawChunk, ReadPosition]):
         return [chunk]
 
     @override
-    def snapshot(self) -> ReadPosition:
-        return self._reader.position
+    def snapshot(self) -> dict[str, Any]:
+        return position_to_plain(self._reader.position)
 
     @override
     def close(self) -> None:
         self._reader.close()
 
 
-class TelemetryFileSource(FixedPartitionedSource[RawChunk, ReadPosition]):
+class TelemetryFileSource(FixedPartitionedSource[RawChunk, Any]):
     """Chunks of raw lines of a file, a directory (files in name order) or stdin (`-`)."""
 
     def __init__(self, path: str, batch_size: int = default("batch_size"),
@@ -64,8 +89,9 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, ReadPosition]):
 
     @override
     def build_part(self, step_id: str, for_part: str,
-                   resume_state: ReadPosition | None) -> _FilePartition:
-        reader = InputReader(self._path, self._batch_size, for_part, resume_state,
-                             self._input_format, self._options)
+                   resume_state: Any | None) -> _FilePartition:
+        resume = None if resume_state is None else position_from_plain(resume_state)
+        reader = InputReader(self._path, self._batch_size, for_part, resume,
+                             self._input_format, self._options, whole_blocks=True)
         size = input_size(self._path, self._options.follow_symlinks)
         return _FilePartition(reader, Progress(size, self._progress))

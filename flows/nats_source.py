@@ -11,7 +11,9 @@ nats-py`, and `auto` when the server needs TLS or NKeys); both keep the same con
 
 Delivery guarantee: exactly-once with Bytewax recovery. A partition's snapshot is
 `NatsPosition(stream_seq, chunk_seq)`: the last stream sequence it handed out and
-the next chunk number. A resumed partition reads from `stream_seq + 1` and goes on
+the next chunk number, stored as versioned plain data (`{"format": "binloop.nats/2",
+"stream_seq", "chunk_seq"}`) so that moving this module never breaks a recovery store.
+A resumed partition reads from `stream_seq + 1` and goes on
 numbering from `chunk_seq`, so the dataflow sees exactly the messages that followed
 the snapshot, in the same chunks' order. Without recovery, a partition starts at
 the beginning of the stream (`start = all`) or at its end (`start = new`).
@@ -40,7 +42,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from nats.js import JetStreamContext
@@ -89,6 +91,22 @@ class NatsPosition:
 
     stream_seq: int = 0
     chunk_seq: int = 0
+
+    FORMAT: ClassVar[str] = "binloop.nats/2"
+
+    def to_plain(self) -> dict[str, Any]:
+        return {"format": self.FORMAT, "stream_seq": self.stream_seq,
+                "chunk_seq": self.chunk_seq}
+
+    @classmethod
+    def from_snapshot(cls, found: Any) -> NatsPosition:
+        """A snapshot as a position: format 2 (plain), or a format-1 `NatsPosition`."""
+        if isinstance(found, NatsPosition):
+            return found
+        if isinstance(found, dict) and found.get("format") == cls.FORMAT:
+            return cls(int(found["stream_seq"]), int(found["chunk_seq"]))
+        raise ValueError(f"recovery store: NATS read position {found!r:.80} is not in format "
+                         f"{cls.FORMAT!r}; start a new recovery store")
 
 
 @dataclass
@@ -217,7 +235,7 @@ class BacklogOrder:
         return self.first_partition
 
 
-class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
+class _NatsPartition(StatefulSourcePartition[SourceItem, Any]):
     def __init__(self, settings: NatsSourceSettings, name: str, index: int,
                  resume: NatsPosition | None, order: BacklogOrder | None = None) -> None:
         self._settings = settings
@@ -317,8 +335,8 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
         return self._awake
 
     @override
-    def snapshot(self) -> NatsPosition:
-        return NatsPosition(self._reader.consumer.position, self._chunk_seq)
+    def snapshot(self) -> Any:
+        return NatsPosition(self._reader.consumer.position, self._chunk_seq).to_plain()
 
     @override
     def close(self) -> None:
@@ -328,7 +346,7 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, NatsPosition]):
             log.debug("%s: closing the consumer: %s", self._name, exc)
 
 
-class NatsTelemetrySource(FixedPartitionedSource[SourceItem, NatsPosition]):
+class NatsTelemetrySource(FixedPartitionedSource[SourceItem, Any]):
     """Chunks of raw records from the partitions of a JetStream telemetry stream."""
 
     def __init__(self, settings: NatsSourceSettings) -> None:
@@ -362,7 +380,8 @@ class NatsTelemetrySource(FixedPartitionedSource[SourceItem, NatsPosition]):
 
     @override
     def build_part(self, step_id: str, for_part: str,
-                   resume_state: NatsPosition | None) -> _NatsPartition:
+                   resume_state: Any | None) -> _NatsPartition:
         index = int(for_part.rpartition("/")[2])
+        resume = None if resume_state is None else NatsPosition.from_snapshot(resume_state)
         self.partition_count()
-        return _NatsPartition(self.settings, for_part, index, resume_state, self._order)
+        return _NatsPartition(self.settings, for_part, index, resume, self._order)

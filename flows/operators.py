@@ -12,7 +12,6 @@ the events, do not depend on the number of workers.
 from __future__ import annotations
 
 import math
-import pickle
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -24,9 +23,18 @@ from bytewax.dataflow import Stream, operator
 from bytewax.operators import StatefulBatchLogic
 from typing_extensions import override
 
+from binloop.core.block_parse import BlockParser, BlockResult, Candidate, full_record
 from binloop.core.detection import DetectionParams, Detector, DetectorStats, Key
 from binloop.core.events import BINEvent
-from binloop.core.schema import DeadLetter, RecordLimits, ToolInvocation
+from binloop.core.schema import (
+    DEFAULT_LIMITS,
+    DeadLetter,
+    RecordLimits,
+    RecordParser,
+    ToolInvocation,
+)
+from binloop.core.shard_snapshot import dump_shard, load_shard
+from binloop.replay.formats import mapper
 from binloop.replay.ingest import parse_counted
 from binloop.replay.inputs import RawChunk
 
@@ -41,11 +49,12 @@ def shard_of(key: Key, shards: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ShardChunk:
-    """The counted records of one chunk that belong to one shard (possibly none)."""
+    """The counted records of one chunk that belong to one shard (possibly none), each
+    with its key; the full record is built by the shard, only for an armed key."""
 
     partition: str
     seq: int
-    records: list[ToolInvocation]
+    records: list[tuple[Key, Candidate]]
     start_seq: int = 0
     # The newest ts of all valid records of the chunk (counted or not): the partition's
     # event-time progress.
@@ -111,30 +120,48 @@ class DetectOut:
 
 
 class ShardRouter:
-    """The shard of a key, remembered (keys repeat endlessly; the memory is bounded)."""
+    """The key and shard of a record's (tool, failure mode), remembered (keys repeat
+    endlessly; the memory is bounded)."""
 
     def __init__(self, params: DetectionParams, shards: int, remember: int = 1 << 16) -> None:
         self.params = params
         self.shards = shards
         self._remember = remember
-        self._known: dict[tuple[str, str | None], str] = {}
+        self.known: dict[tuple[str, str], tuple[str, Key]] = {}
 
-    def shard(self, rec: ToolInvocation) -> str:
-        raw_key = (rec["tool"], rec["failure_mode"])
-        known = self._known.get(raw_key)
+    def route(self, tool: str, mode: str) -> tuple[str, Key]:
+        """(shard, key) of a record's tool and failure mode (`known` holds those seen)."""
+        known = self.known.get((tool, mode))
         if known is None:
-            if len(self._known) >= self._remember:
-                self._known.clear()
-            known = self._known[raw_key] = shard_of(self.params.key_of(rec), self.shards)
+            if len(self.known) >= self._remember:
+                self.known.clear()
+            key = self.params.key_of({"tool": tool, "failure_mode": mode})
+            known = self.known[(tool, mode)] = (shard_of(key, self.shards), key)
         return known
 
 
-def _split_chunk(chunk: RawChunk, params: DetectionParams, limits: RecordLimits,
-                 router: ShardRouter) -> list[Any]:
-    parsed = parse_counted(chunk, params.count_outcomes, limits)
-    by_shard: dict[str, list[ToolInvocation]] = {str(s): [] for s in range(router.shards)}
-    for rec in parsed.counted:
-        by_shard[router.shard(rec)].append(rec)
+def _parse(chunk: RawChunk, parser: BlockParser) -> BlockResult:
+    """The block decoder for binloop's own lines; another input format is mapped onto
+    records line by line (`binloop.replay.ingest`) and its records stay whole."""
+    if mapper(chunk.input_format) is None:
+        parsed = parser.parse(chunk.items, chunk.source, chunk.first_line, chunk.block)
+        if chunk.rejects:  # the reader's own rejects come first
+            parsed.dead[:0] = chunk.rejects
+        return parsed
+    slow = parse_counted(chunk, parser.count_outcomes, parser.limits)
+    counted: list[Candidate] = [(rec, rec["tool"], mode, rec["ts"], rec["session_id"])
+                                for rec in slow.counted if (mode := rec["failure_mode"])]
+    return BlockResult(counted, slow.dead, slow.valid, slow.blank, slow.max_ts,
+                       slow.ts_converted)
+
+
+def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> list[Any]:
+    parsed = _parse(chunk, parser)
+    by_shard: dict[str, list[tuple[Key, Candidate]]] = {str(s): [] for s in range(router.shards)}
+    known, route = router.known, router.route
+    for cand in parsed.counted:
+        found = known.get((cand[1], cand[2])) or route(cand[1], cand[2])  # tool, mode
+        by_shard[found[0]].append((found[1], cand))
     out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq,
                                      parsed.max_ts, chunk.waits_for, chunk.releases))
                       for s, recs in by_shard.items()]
@@ -151,7 +178,8 @@ def parse_telemetry(step_id: str, up: Stream[RawChunk], params: DetectionParams,
     """Validate raw chunks; counted records go to their shard, rejects to `errs`."""
     spread = op.redistribute("spread", up)
     router = ShardRouter(params, shards)
-    parsed = op.flat_map("parse", spread, lambda c: _split_chunk(c, params, limits, router))
+    parser = BlockParser(params.count_outcomes, limits)
+    parsed = op.flat_map("parse", spread, lambda c: _split_chunk(c, parser, router))
     keyed = op.branch("keyed", parsed, lambda x: isinstance(x, tuple))
     rest = op.branch("rejects", keyed.falses, lambda x: isinstance(x, DeadLetter))
     return ParseOut(
@@ -163,7 +191,8 @@ def parse_telemetry(step_id: str, up: Stream[RawChunk], params: DetectionParams,
 
 @dataclass
 class ShardState:
-    """What a shard snapshots: its detector and the reorder buffer per partition."""
+    """What a shard snapshots: its detector and the reorder buffer per partition
+    (written as versioned plain data: `binloop.core.shard_snapshot`)."""
 
     detector: Detector
     shards: int
@@ -175,22 +204,22 @@ class ShardState:
     held: dict[str, list[ShardChunk]] = field(default_factory=dict)
 
 
-class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
+class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
     """One state shard: puts chunks back in order and runs the detector on them."""
 
-    def __init__(self, params: DetectionParams, shards: int, resume: bytes | None,
-                 seed: Seed | None = None) -> None:
-        fresh = ShardState(Detector(params, external_clock=True), shards)
-        if resume is None and seed is not None:
-            # A shard does not know which keys are its own: it holds every seeded key
-            # (as many as the library has tools), and only its own ever see records.
-            for disarm in seed():
-                fresh.detector.disarm(disarm.key, disarm.epoch)
+    def __init__(self, params: DetectionParams, shards: int, resume: Any | None,
+                 seed: Seed | None = None, limits: RecordLimits = DEFAULT_LIMITS) -> None:
+        self._parser = RecordParser(limits)
         self._partition_seen: dict[str, float] = {}
-        self.state: ShardState = fresh if resume is None else pickle.loads(resume)
-        # A store written before the backlog order existed lacks its two fields.
-        self.state.__dict__.setdefault("released", set())
-        self.state.__dict__.setdefault("held", {})
+        if resume is not None:
+            self.state: ShardState = load_shard(resume, params, ShardState, ShardChunk)
+        else:
+            self.state = ShardState(Detector(params, external_clock=True), shards)
+            if seed is not None:
+                # A shard does not know which keys are its own: it holds every seeded key
+                # (as many as the library has tools), and only its own ever see records.
+                for disarm in seed():
+                    self.state.detector.disarm(disarm.key, disarm.epoch)
         if (self.state.detector.params, self.state.shards) != (params, shards):
             raise ValueError(
                 "the recovery store was written with other detection settings "
@@ -265,26 +294,32 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, bytes]):
         if active:
             self.state.detector.advance_clock(min(active))
 
-    def _apply(self, records: list[ToolInvocation], out: list[Any]) -> None:
-        for rec in records:
-            seen = self.state.detector.observe(rec)
+    def _apply(self, records: list[tuple[Key, Candidate]], out: list[Any]) -> None:
+        detector, parser = self.state.detector, self._parser
+        ignores, observe = detector.ignores, detector.observe
+        for key, cand in records:
+            if ignores(key, cand[3]):  # ts
+                continue
+            rec = full_record(cand, parser)
+            seen = observe(rec)
             if seen.event is not None:
                 out.append(seen.event)
             elif seen.status == "late":
                 out.append(Late(rec))
 
     @override
-    def snapshot(self) -> bytes:
-        return pickle.dumps(self.state, protocol=pickle.HIGHEST_PROTOCOL)
+    def snapshot(self) -> Any:
+        return dump_shard(self.state)
 
 
 @operator
 def detect_friction(step_id: str, up: op.KeyedStream[ShardInput],
-                    params: DetectionParams, shards: int, seed: Seed | None = None) -> DetectOut:
+                    params: DetectionParams, shards: int, seed: Seed | None = None,
+                    limits: RecordLimits = DEFAULT_LIMITS) -> DetectOut:
     """FRICTION-DETECT over shard-keyed chunks and control commands; a shard that starts
     without recovery state first disarms the `seed` keys."""
-    detected = op.stateful_batch("shards", up,
-                                 lambda resume: DetectShard(params, shards, resume, seed))
+    detected = op.stateful_batch(
+        "shards", up, lambda resume: DetectShard(params, shards, resume, seed, limits))
     values = op.key_rm("unkey", detected)
     stats = op.branch("stats", values, lambda x: isinstance(x, DetectorStats))
     late = op.branch("late", stats.falses, lambda x: isinstance(x, Late))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,6 +25,7 @@ import binloop.engines.polars.read as polars_read
 from binloop.core.config import Config
 from binloop.core.detection import Detector, DetectorStats
 from binloop.core.schema import InvalidRecord, ToolInvocation
+from binloop.core.window import WindowSpec
 from binloop.engines.polars.engine import detect_rows, detect_thetas
 from binloop.engines.polars.read import records_frame
 from binloop.engines.reference import detect_records
@@ -130,3 +132,30 @@ def test_one_pass_for_every_theta_is_a_run_per_theta(lines: list[bytes],
     got = detect_thetas(records_frame(records), config.detection(), thetas)
     for theta, events in got.items():
         assert events == reference_detection(config.replace(theta=theta), records)[0]
+
+
+@pytest.mark.parametrize(("ts_unit", "failure_modes"),
+                         [("auto", "given-else-infer"), ("s", "infer"), ("auto", "given")])
+def test_bytewax_block_decoder_keeps_ts_unit_and_inferred_modes(
+        tmp_path: Path, ts_unit: str, failure_modes: str) -> None:
+    """The bytewax engine's block decoder defers what the schema rewrites (a ts in
+    seconds, a failure mode inferred from the error text): same events, dead letters
+    and counters as the reference engine, in blocks that mix both kinds."""
+    base = 1_700_000_000_000
+    lines: list[bytes] = []
+    for i in range(60):
+        fields: dict[str, Any] = {"session_id": i % 4, "tool": f"t{i % 2}", "args": {},
+                                  "outcome": "failure" if i % 3 else "timeout"}
+        # in seconds: every fifth (`auto` tells them apart), or all (`s`)
+        in_seconds = ts_unit == "s" or i % 5 == 0
+        fields["ts"] = (base + i * 1000) // 1000 if in_seconds else base + i * 1000
+        if i % 2:
+            fields["failure_mode"] = "PERM"
+        fields["error"] = "permission denied: /srv/x" if i % 4 else "no such file: /tmp/y"
+        lines.append(orjson.dumps(fields))
+    path = write_lines(tmp_path / "in.jsonl", lines)
+    knobs = {"ts_unit": ts_unit, "failure_modes": failure_modes, "theta": 3,
+             "window": WindowSpec.parse("global"), "max_future_skew": None}
+    reference = run_reference_on(engine_config(path, tmp_path / "ref", **knobs))
+    assert reference.events  # the case is not vacuous
+    same_as_reference(run_bytewax_on(engine_config(path, tmp_path / "bw", **knobs)), reference)

@@ -19,7 +19,10 @@ PARAMS = DetectionParams(theta=2, window=WindowSpec("global"))
 def chunk(partition: str, seq: int, records: list[ToolInvocation],
           waits_for: str | None = None, releases: bool = False) -> ShardChunk:
     max_ts = max((r["ts"] for r in records), default=None)
-    return ShardChunk(partition, seq, records, 0, max_ts, waits_for, releases)
+    # As the parse step hands them over: each counted record with its key.
+    cands = [((r["tool"], r["failure_mode"]),
+              (r, r["tool"], r["failure_mode"], r["ts"], r["session_id"])) for r in records]
+    return ShardChunk(partition, seq, cands, 0, max_ts, waits_for, releases)
 
 
 def events(out: Iterable[Any]) -> list[Any]:

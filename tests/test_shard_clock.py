@@ -15,7 +15,10 @@ def test_a_partition_far_ahead_does_not_evict_a_lagging_one() -> None:
     ahead = [rec(10 * HOUR + i, tool="fast", mode="NETWORK.x") for i in range(2)]
 
     def chunk(partition: str, seq: int, records: list) -> ShardChunk:
-        return ShardChunk(partition, seq, records, 0, max(r["ts"] for r in records))
+        cands = [((r["tool"], r["failure_mode"]),
+                  (r, r["tool"], r["failure_mode"], r["ts"], r["session_id"]))
+                 for r in records]
+        return ShardChunk(partition, seq, cands, 0, max(r["ts"] for r in records))
 
     out, _ = shard.on_batch([chunk("b", 0, lagging[:1]), chunk("a", 0, ahead),
                              chunk("b", 1, lagging[1:])])

@@ -325,6 +325,22 @@ class Detector:
         state.armed, state.window = False, None
         return Observation("fired", event)
 
+    def ignores(self, key: Key, ts: int) -> bool:
+        """Whether a counted record of `key` at `ts` is ignored because `key` is disarmed;
+        if so it is accounted exactly as `observe` would (the key's own clock included). A
+        cheap test that lets a caller build the full record only for a key that can use it."""
+        state = self.keys.get(key)
+        if state is None or state.armed:
+            return False
+        if ts < state.newest - self.params.allowed_lateness_ms:
+            self.stats.beyond_lateness += 1
+        if ts > state.newest:
+            state.newest = ts
+        if not self.external_clock and ts > self.max_ts:
+            self.max_ts = ts
+        self.stats.disarmed += 1
+        return True
+
     def rearm(self, key: Key, fired_epoch: int) -> bool:
         """Arm a key again after the build for its `fired_epoch` event failed.
 

@@ -3,6 +3,14 @@
 This module is the one place that knows what a valid record is. Every engine, source
 and client goes through :func:`parse_record`; anything it rejects becomes a
 :class:`DeadLetter` with the reason, never an exception that stops a job.
+(`binloop.core.block_parse` is a faster path to the same verdicts for blocks of lines.)
+
+A line is read with orjson. Where orjson refuses a line only because of what is inside
+`args` or a key the record does not have (a number beyond the double range, nesting
+orjson allows but no record needs), the line is read again with `args` and unknown keys
+checked for JSON syntax and UTF-8 only: such a record is valid, and `args` that cannot be
+decoded are kept as a truncation marker (as oversized `args` are). So the validity of a
+record never depends on decoding `args`, which a fast path keeps raw.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypedDict
 
+import msgspec
 import orjson
 
 from binloop.core.classify import GIVEN, INFER, classify
@@ -167,7 +176,9 @@ class RecordParser:
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise InvalidRecord(f"not JSON: {exc}") from None
+            obj = _read_with_raw_args(raw, self.limits.args_max_bytes)
+            if obj is None:
+                raise InvalidRecord(f"not JSON: {exc}") from None
         if not isinstance(obj, dict):
             raise InvalidRecord(f"not a JSON object but {type(obj).__name__}")
         if size <= self.limits.args_max_bytes and _is_normal(obj, self._future, self._modes,
@@ -255,6 +266,76 @@ def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str],
     )
 
 
+class _RawArgsRecord(msgspec.Struct):
+    """A record's known keys, `args` kept raw; unknown keys are skipped (syntax only)."""
+
+    session_id: Any = msgspec.UNSET
+    ts: Any = msgspec.UNSET
+    tool: Any = msgspec.UNSET
+    args: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    outcome: Any = msgspec.UNSET
+    duration_ms: Any = msgspec.UNSET
+    failure_mode: Any = msgspec.UNSET
+    agent_id: Any = msgspec.UNSET
+    error: Any = msgspec.UNSET
+    error_template: Any = msgspec.UNSET
+    id: Any = msgspec.UNSET
+
+
+_RAW_ARGS_DECODER: Final = msgspec.json.Decoder(_RawArgsRecord)
+_ORJSON_INT_MIN: Final = -(2**63)
+_ORJSON_INT_MAX: Final = 2**64 - 1
+
+
+def _read_with_raw_args(raw: bytes | str, args_max_bytes: int) -> dict[str, Any] | None:
+    """A line orjson refused, read with `args` and unknown keys checked for syntax and
+    UTF-8 only; None when the refusal stands (the rest of the line is bad)."""
+    if isinstance(raw, bytes):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        found = _RAW_ARGS_DECODER.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    obj: dict[str, Any] = {}
+    for name in found.__struct_fields__:
+        value = getattr(found, name)
+        if value is msgspec.UNSET:
+            continue
+        if name == "args":
+            try:
+                value = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                value = _args_marker(bytes(value), args_max_bytes)
+        elif type(value) is int and not _ORJSON_INT_MIN <= value <= _ORJSON_INT_MAX:
+            try:
+                value = float(value)  # as orjson reads it
+            except OverflowError:  # orjson: "number is infinity"
+                return None
+        elif not _orjson_readable(value):
+            return None
+        obj[name] = value
+    return obj
+
+
+def _orjson_readable(value: Any) -> bool:
+    """Whether orjson reads this decoded value the same (nested ints within 64 bits)."""
+    if type(value) is int:
+        return _ORJSON_INT_MIN <= value <= _ORJSON_INT_MAX
+    if isinstance(value, list):
+        return all(_orjson_readable(v) for v in value)
+    if isinstance(value, dict):
+        return all(_orjson_readable(v) for v in value.values())
+    return True
+
+
+def _args_marker(encoded: bytes, max_bytes: int) -> dict[str, Any]:
+    preview = encoded[: max(0, max_bytes - 128)].decode("utf-8", errors="ignore")
+    return {"_truncated": True, "_bytes": len(encoded), "_preview": preview}
+
+
 def _future_bound(max_future_skew_ms: int | None) -> float:
     return math.inf if max_future_skew_ms is None else time.time() * 1000 + max_future_skew_ms
 
@@ -336,8 +417,7 @@ def _args(value: Any, max_bytes: int, known_small: bool) -> dict[str, Any]:
     encoded = orjson.dumps(value)
     if len(encoded) <= max_bytes:
         return value
-    preview = encoded[: max(0, max_bytes - 128)].decode("utf-8", errors="ignore")
-    return {"_truncated": True, "_bytes": len(encoded), "_preview": preview}
+    return _args_marker(encoded, max_bytes)
 
 
 def _outcome(value: Any) -> Outcome:
