@@ -18,10 +18,11 @@ from binloop.core.config import Config, load_config
 from binloop.core.detection import DetectorStats
 from binloop.core.events import BINEvent, dumps_event
 from binloop.core.logs import json_line
-from binloop.core.schema import DeadLetter, ToolInvocation, dumps_record
+from binloop.core.redact import redact_dead_letter
+from binloop.core.schema import DeadLetter, ToolInvocation
 from binloop.replay.inputs import RawChunk
 from binloop.replay.jsonl import event_key
-from binloop.replay.outputs import dumps_dead, late_letter, same_configuration
+from binloop.replay.outputs import dumps_dead, dumps_late, late_letter, same_configuration
 from flows.file_source import TelemetryFileSource
 from flows.operators import (
     DetectOut,
@@ -86,7 +87,7 @@ def write_events(events: Stream[BINEvent], config: Config) -> None:
 
 def _write_rejects(dead: Stream[DeadLetter], late: Stream[ToolInvocation], config: Config) -> None:
     if config.late_out:
-        late_lines = op.map("encode_late", late, lambda r: (r["id"], dumps_record(r)))
+        late_lines = op.map("encode_late", late, lambda r: (r["id"], dumps_late(r)))
         op.output("late_out", late_lines, JsonlFileSink(config.late_out, mkdirs=config.mkdirs,
                                                            defer_errors=in_process(config)))
     else:
@@ -113,7 +114,7 @@ def _dead_text_line(letter: DeadLetter) -> bytes:
 def _dead_log_line(letter: DeadLetter) -> bytes:
     """A dead letter on stderr as a JSON log line (`--log-format json`)."""
     return json_line("binloop.dead_letter", "dead letter", "warning",
-                     dead_letter=letter.to_json())
+                     dead_letter=redact_dead_letter(letter).to_json())
 
 
 def build_flow(config: Config, source: Source[RawChunk] | None = None) -> Dataflow:

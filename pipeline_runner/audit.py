@@ -2,7 +2,8 @@
 
 Written once per build (gated, rolled back or crashed in a stage) to
 `<library>/audit/<started>-<build_id>.json`, atomically, after the outcome is known.
-The event inside is redacted and its evidence cut to what the designer saw.
+The event inside is redacted and its evidence cut to what the designer saw; the
+rest is redacted as text when written.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from binloop.core.fsutil import atomic_write_json
+from binloop.core.redact import Redactor
 
 StageOutcome = Literal["ok", "failed", "timeout", "crashed", "skipped"]
 BuildOutcome = Literal["gated", "rolled_back", "error"]
@@ -48,7 +50,13 @@ class BuildAudit:
         return asdict(self)
 
     def write(self, audit_dir: Path) -> Path:
+        """Write the record; stage reasons and details (which may quote tool output)
+        go through the redactor too, the event already did."""
         stamp = self.started.replace("-", "").replace(":", "")
         path = audit_dir / f"{stamp}-{self.build_id}.json"
-        atomic_write_json(path, self.to_json())
+        record = self.to_json()
+        redactor = Redactor()
+        clean = {k: v if k == "event" else redactor.value(v, None) for k, v in record.items()}
+        clean["redactions"] = self.redactions + redactor.count
+        atomic_write_json(path, clean)
         return path

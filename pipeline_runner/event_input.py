@@ -1,7 +1,9 @@
 """BINEvents as the build runner receives them: validated, redacted, evidence cut.
 
-An event from a file or the wire is checked field by field (evidence records go
-through the one record validator, `binloop.core.schema.validate_record`); an invalid event
+An event from a file or the wire is checked field by field (`event_id` is 64
+lower-case hex characters, since queue, re-arm and audit file names derive from it;
+evidence records go through the one record validator, `binloop.core.schema.validate_record`);
+an invalid event
 raises :class:`InvalidEvent` with the reason (the sink dead-letters it). Before a
 designer sees it, every secret in the evidence is redacted and the evidence is cut to
 the newest `evidence_max` (3) records, as the paper's design step prescribes.
@@ -9,11 +11,12 @@ the newest `evidence_max` (3) records, as the paper's design step prescribes.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import orjson
 
 from binloop.core.events import BINEvent
+from binloop.core.names import UnsafeName, check_event_id
 from binloop.core.redact import Redactor
 from binloop.core.schema import InvalidRecord, validate_record
 
@@ -31,6 +34,10 @@ def check_event(value: Any) -> BINEvent:
     for key, kind in _REQUIRED.items():
         if not isinstance(value.get(key), kind) or (kind is str and not value[key]):
             raise InvalidEvent(f"BINEvent field {key!r} must be a non-empty {kind.__name__}")
+    try:
+        check_event_id(value["event_id"])
+    except UnsafeName as exc:
+        raise InvalidEvent(str(exc)) from None
     if not value["evidence"]:
         raise InvalidEvent("BINEvent has no evidence records")
     evidence = []
@@ -64,5 +71,4 @@ def for_design(event: BINEvent, redactor: Redactor,
     """The event as a designer may see it: redacted, evidence cut to the newest records."""
     cut = dict(event)
     cut["evidence"] = event["evidence"][-evidence_max:]
-    redacted: BINEvent = redactor.value(cut)
-    return redacted
+    return cast(BINEvent, redactor.event(cut))

@@ -32,8 +32,9 @@ def target_of(config: Config) -> Target:
     if config.target == "typescript":
         cache = Path(config.toolchain_dir) if config.toolchain_dir else None
         return load_target("typescript", cache_dir=cache, typescript=config.typescript_version,
-                           check_limits=check, test_limits=test)
-    return load_target("python", check_limits=check, test_limits=test)
+                           check_limits=check, test_limits=test, sandbox_mode=config.sandbox)
+    return load_target("python", check_limits=check, test_limits=test,
+                       sandbox_mode=config.sandbox)
 
 
 def timeouts_of(config: Config) -> StageTimeouts:

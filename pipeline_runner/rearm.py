@@ -23,6 +23,7 @@ import orjson
 
 from binloop.core.events import BINEvent
 from binloop.core.fsutil import atomic_write_bytes
+from binloop.core.names import check_event_id
 from pipeline_runner.runner import BuildResult
 
 Publish = Callable[[dict[str, Any]], None]
@@ -52,7 +53,8 @@ class RearmScheduler:
         record = {"tool": event["tool"], "failure_mode": event["failure_mode"],
                   "fired_epoch": event["arm_epoch"], "event_id": event["event_id"],
                   "due_ms": int((time.time() + delay) * 1000), "reason": result.reason[:500]}
-        atomic_write_bytes(self.directory / f"{event['event_id']}.json", orjson.dumps(record))
+        name = f"{check_event_id(event['event_id'])}.json"
+        atomic_write_bytes(self.directory / name, orjson.dumps(record))
         with self._cond:
             self._cond.notify()
         return delay
@@ -78,7 +80,8 @@ class RearmScheduler:
                     log.exception("re-arm of %s could not be published", record["event_id"])
                     next_due = 1.0 if next_due is None else min(next_due, 1.0)
                     continue
-                (self.directory / f"{record['event_id']}.json").unlink(missing_ok=True)
+                (self.directory / f"{check_event_id(record['event_id'])}.json").unlink(
+                    missing_ok=True)
             else:
                 wait = (record["due_ms"] - now_ms) / 1000
                 next_due = wait if next_due is None else min(next_due, wait)

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+
+import orjson
 
 from binloop.core.config import default
 from binloop.core.events import BINEvent
@@ -26,17 +29,19 @@ from binloop.core.fsutil import sha256_bytes, write_tree
 from binloop.core.names import check_relpath
 from binloop.core.redact import Redactor
 from binloop.library import manifest as mf
-from binloop.library.store import Commit, ToolLibrary
+from binloop.library.store import BUILD_ID, Commit, ToolLibrary
 from pipeline_runner.audit import BuildAudit, BuildOutcome, StageRecord
 from pipeline_runner.control import AgentControl, LogControl, write_checkpoint
 from pipeline_runner.design import Design, InvalidDesign, check_design, design_from_json
 from pipeline_runner.designers import Designer
-from pipeline_runner.event_input import for_design
-from pipeline_runner.sandbox import detect_isolation
+from pipeline_runner.event_input import InvalidEvent, check_event, for_design
+from pipeline_runner.reproduction import check_reproduction
+from pipeline_runner.sandbox import SandboxMode, SandboxUnavailable, detect_isolation, require
 from pipeline_runner.stages import StageError, StageFailed, run_stage
 from pipeline_runner.targets import StageRun, Target
 
 EXIT_CODES: Final = {"gated": 0, "rolled_back": 2, "error": 1}
+UNSAFE_BUILDS: Final = "unsafe-builds.jsonl"  # under the library's .state/
 
 
 @dataclass(frozen=True)
@@ -100,17 +105,29 @@ class BuildRunner:
         self.target = target
         self.control: AgentControl = control or LogControl()
         self.timeouts = timeouts or StageTimeouts()
+        # probe the sandbox now, off the build path (the first pause must not wait for it)
+        threading.Thread(target=detect_isolation, daemon=True, name="binloop-probe").start()
 
     def build(self, event: BINEvent, build_id: str | None = None) -> BuildResult:
-        """Run the whole pipeline for one event; never raises for a stage failure."""
+        """Run the whole pipeline for one event; never raises for a stage failure.
+
+        Raises :class:`InvalidEvent` for an event that is not one (e.g. an `event_id`
+        that is not 64 hex characters: file names derive from it)."""
+        event = check_event(event)
         build_id = build_id or new_build_id(event["event_id"])
-        already = self._already_built(event)
-        if already is not None:
-            return already
+        if not BUILD_ID.fullmatch(build_id):
+            raise InvalidEvent(f"build id {build_id!r:.80} must match {BUILD_ID.pattern}")
+        with self.library.build_lock():
+            # Checked under the lock: of N concurrent builds of one event, one builds.
+            already = self._already_built(event)
+            if already is not None:
+                return already
+            return self._build_unlocked(event, build_id)
+
+    def _build_unlocked(self, event: BINEvent, build_id: str) -> BuildResult:
         redactor = Redactor()
         design_event = for_design(event, redactor)
         audit = BuildAudit(build_id, dict(design_event), self.designer.name, self.target.name)
-        audit.sandbox = detect_isolation().describe()
         started = time.perf_counter()
         result = BuildResult(build_id, event["event_id"], "rolled_back", stages=audit.stages)
         checkpoint: dict[str, Any] = {}
@@ -122,12 +139,34 @@ class BuildRunner:
             result.outcome = "error" if failed.record.stage == "gate" else "rolled_back"
         finally:
             self._resume(event, checkpoint, audit.stages)
+            audit.sandbox = self._sandbox_in_force()  # (after the pause: it may probe)
             audit.outcome, audit.reason = result.outcome, result.reason
             audit.tool, audit.manifest_version = result.tool, result.manifest_version
             audit.redactions = redactor.count
             audit.duration_ms = round((time.perf_counter() - started) * 1000, 2)
             result.audit_path = audit.write(self.library.audit_dir)
+            if result.outcome == "gated" and audit.sandbox.get("mechanism") == "none":
+                self._note_unsafe(result)
         return result
+
+    def _sandbox_in_force(self) -> dict[str, Any]:
+        mode: SandboxMode = "unsafe" if getattr(self.target, "sandbox_mode", "") == "unsafe" \
+            else "strict"
+        try:
+            return require(mode).describe()
+        except SandboxUnavailable as exc:  # the check stage fails closed with this reason
+            refused = exc.isolation.describe() if exc.isolation else {}
+            return {**refused, "refused": str(exc)}
+
+    def _note_unsafe(self, result: BuildResult) -> None:
+        """Tools built with `--sandbox unsafe` are listed where `binloop status` sees them."""
+        if result.tool is None:
+            return
+        line = orjson.dumps({"tool": result.tool["name"], "version": result.tool["version"],
+                             "build_id": result.build_id, "at": mf.iso_now()}) + b"\n"
+        self.library.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.library.state_dir / UNSAFE_BUILDS, "ab") as handle:
+            handle.write(line)
 
     # -- stages ------------------------------------------------------------------------
     def _pause(self, event: BINEvent, build_id: str, records: list[StageRecord]
@@ -187,7 +226,9 @@ class BuildRunner:
             raise InvalidDesign(f"design answers {design.answers}, the event is {answers}")
         check_design(design)
         clean = redactor.document(design.to_json())
-        return design_from_json(clean, answers, design.designer or self.designer.name)
+        checked = design_from_json(clean, answers, design.designer or self.designer.name)
+        check_reproduction(checked, event)
+        return checked
 
     def _implement(self, design: Design, redactor: Redactor, tool_dir: Path) -> dict[str, bytes]:
         sources = self.designer.implement(design, self.target.name)

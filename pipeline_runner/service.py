@@ -14,6 +14,7 @@ Used in-process by `binloop run` (through `sinks.build_runner`) and by the separ
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Iterable
@@ -139,7 +140,10 @@ class BuildService:
                  if result.reason else "")
 
     def _rearm_quarantined(self, change: StatusChange) -> None:
-        pseudo: Any = {"event_id": f"quarantine-{change.name}-v{change.version}",
+        # A stable id of this quarantine, in the form every event id has (file names
+        # derive from event ids).
+        quarantine = f"quarantine-{change.name}-v{change.version}".encode()
+        pseudo: Any = {"event_id": hashlib.sha256(quarantine).hexdigest(),
                        "tool": change.answers["tool"],
                        "failure_mode": change.answers["failure_mode"],
                        "arm_epoch": change.arm_epoch}

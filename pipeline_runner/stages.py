@@ -18,11 +18,13 @@ from typing import Any, Generic, TypeVar
 from binloop.core.names import UnsafeName
 from pipeline_runner.audit import StageOutcome, StageRecord
 from pipeline_runner.design import InvalidDesign, NoDesign
+from pipeline_runner.sandbox import SandboxUnavailable
 from pipeline_runner.toolchain import ToolchainUnavailable
 
 T = TypeVar("T")
 STAGES = ("pause", "design", "build", "check", "test", "gate", "reload", "resume")
-EXPECTED_FAILURES = (NoDesign, InvalidDesign, UnsafeName, ToolchainUnavailable)
+EXPECTED_FAILURES = (NoDesign, InvalidDesign, UnsafeName, ToolchainUnavailable,
+                     SandboxUnavailable)
 
 
 class StageError(Exception):

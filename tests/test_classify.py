@@ -215,7 +215,8 @@ def test_inference_keeps_the_record_id_and_touches_only_what_counts() -> None:
 
 def test_an_inferred_record_is_valid_evidence() -> None:
     rec = parse_record(_line(error="Error: not enough seats on flight HAT290"), _limits("infer"))
-    event = check_event({"event_id": "e", "tool": rec["tool"], "failure_mode": rec["failure_mode"],
+    event = check_event({"event_id": "e" * 64, "tool": rec["tool"],
+                         "failure_mode": rec["failure_mode"],
                          "evidence": [json.loads(json.dumps(rec))]})
     assert event["evidence"][0]["error_template"] == "Error: not enough seats on flight <ID>"
     assert event["evidence"][0]["failure_mode"] == rec["failure_mode"]

@@ -59,6 +59,15 @@ def test_every_digest_setting_changes_the_event_id() -> None:
         assert base.replace(**{name: value}).config_digest() == base.config_digest(), name
 
 
+def test_a_copy_with_another_theta_has_that_configuration_s_digest() -> None:
+    """Sweeps derive parameters with `dataclasses.replace`: the digest follows."""
+    base = Config(ts_unit="s").detection()
+    copy = dataclasses.replace(base, theta=5, window=WindowSpec("global"))
+    assert copy.config_digest == Config(ts_unit="s", theta=5,
+                                        window=WindowSpec("global")).config_digest()
+    assert copy.config_digest != base.config_digest
+
+
 def test_the_docs_list_exactly_the_digest_settings() -> None:
     text = (ROOT / "docs" / "robustness.md").read_text()
     table = text.split("<!-- digest-settings -->")[1].split("<!-- /digest-settings -->")[0]
@@ -145,7 +154,12 @@ def test_a_key_a_gated_tool_answers_is_not_built_again(gated: tuple[Path, str],
                                        Config().config_digest()),
                   "tool": key["tool"], "failure_mode": key["failure_mode"], "theta": 3,
                   "window": "session", "session_id": 1, "count": 3, "first_ts": T0,
-                  "fired_ts": T0, "arm_epoch": 0, "evidence": [], "config": {}}
+                  "fired_ts": T0, "arm_epoch": 0, "config": {},
+                  # a real BINEvent carries its evidence (the runner refuses one without)
+                  "evidence": [validate_record({"session_id": 1, "ts": T0 + i, "tool": key["tool"],
+                                                "args": {"i": i}, "outcome": "failure",
+                                                "failure_mode": key["failure_mode"],
+                                                "error": "failed"}) for i in range(3)]}
     runner = runner_for(library)
     result = runner.build(event)
     assert result.outcome == "gated" and result.reason == "a gated tool already answers this key"

@@ -87,7 +87,9 @@ def test_demo_typescript(tmp_path: Path, typescript_target: Any) -> None:
     output, _ = proc.communicate(timeout=400)
     assert proc.returncode == 0, output
     check_closed_loop(workdir, output, "typescript")
-    assert (workdir / "agent-plugins").is_dir()  # the agent ran its private copy via node
+    # the agent called it through the sandboxed tool host: no copy of the plugin on disk (the
+    # worker gets the verified bytes from memory), nothing of it imported into the agent
+    assert not (workdir / "agent-plugins").exists()
     assert leftovers(workdir) == []
 
 

@@ -24,6 +24,7 @@ else:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "k8s"
 KNOWN_ENV = {env_name(f.name) for f in dataclasses.fields(Config)} | {"BINLOOP_CONFIG"}
+KNOWN_ENV |= {name + "_FILE" for name in KNOWN_ENV}
 
 
 def documents() -> dict[str, dict[str, Any]]:
@@ -79,7 +80,8 @@ def test_statefulset_is_a_cluster_behind_a_headless_service(
     assert env["BINLOOP_ADDRESSES"] == expected
     # ... and resolves, for each pod, to a valid cluster place.
     for ordinal in range(spec["replicas"]):
-        values = {k: v for k, v in env.items() if isinstance(v, str) and k != "BINLOOP_CONFIG"}
+        values = {k: v for k, v in env.items() if isinstance(v, str) and k != "BINLOOP_CONFIG"
+                  and not k.endswith("_FILE")}
         values["BINLOOP_POD_NAME"] = f"{sts['metadata']['name']}-{ordinal}"
         place = cluster_spec(load_config({}, env=values))
         assert place is not None and place.process_id == ordinal
@@ -93,10 +95,20 @@ def test_every_setting_comes_by_env_and_names_a_known_setting(
     env = env_of(docs)
     unknown = {name for name in env if name not in KNOWN_ENV}
     assert not unknown, f"not binloop settings: {unknown}"
-    assert env["BINLOOP_NATS"] == {"secretKeyRef": {"name": "binloop-nats", "key": "url"}}
+    # The NATS URL (it may hold credentials) comes from the secret as a file, not as env.
+    assert "BINLOOP_NATS" not in env
+    mounts = {m["name"]: m for m in container(docs)["volumeMounts"]}
+    volumes = {v["name"]: v for v in docs["StatefulSet/binloop"]["spec"]["template"]["spec"][
+        "volumes"]}
+    secret_mount = mounts["nats-secret"]
+    assert secret_mount["readOnly"] is True
+    assert volumes["nats-secret"]["secret"]["secretName"] == "binloop-nats"
+    key = Path(env["BINLOOP_NATS_FILE"]).relative_to(secret_mount["mountPath"]).as_posix()
+    assert key in docs["Secret/binloop-nats"]["stringData"]
+    assert not any("secretKeyRef" in str(v) for v in env.values())
     # every plain value parses as its setting
-    load_config({}, env={k: v for k, v in env.items()
-                         if isinstance(v, str) and k in KNOWN_ENV and k != "BINLOOP_CONFIG"})
+    load_config({}, env={k: v for k, v in env.items() if isinstance(v, str) and k in KNOWN_ENV
+                         and k != "BINLOOP_CONFIG" and not k.endswith("_FILE")})
 
 
 def test_volumes_hold_the_recovery_store_and_the_library(

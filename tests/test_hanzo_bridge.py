@@ -8,13 +8,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from binloop.core.redact import Redactor
+from binloop.core.redact import RULES_PATH, Redactor, is_secret_key
 from binloop.core.schema import validate_record
 from binloop.nats.subjects import subject_token
-from pipeline_runner.hanzo.redact_rules import RULES_FILE, rules_json
+from pipeline_runner.hanzo.bridge_rules import BRIDGE_RULES_PATH, is_current
 from pipeline_runner.toolchain import ToolchainUnavailable, node_binary
+from tests import redaction_corpus as rc
 from tests.test_redact import SECRETS
 
 BRIDGE = Path(__file__).resolve().parents[1] / "pipeline_runner/hanzo/bridge"
@@ -35,31 +37,122 @@ def run_node(tmp_path: Path, body: str, data: Any) -> Any:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def test_the_rules_file_is_binloops_rule_set() -> None:
-    assert RULES_FILE.read_bytes() == rules_json(), \
-        "regenerate: python -m pipeline_runner.hanzo.redact_rules"
+def test_the_bridge_ships_binloops_rule_file() -> None:
+    assert BRIDGE_RULES_PATH.read_bytes() == RULES_PATH.read_bytes(), \
+        "refresh the copy: python -m pipeline_runner.hanzo.bridge_rules"
+    assert is_current()
 
 
-CORPUS: list[Any] = [
+# Values of every kind, outside the corpus's record shape.
+VALUES: list[Any] = [
     *(f"request failed with key {secret} (retry later)" for secret in SECRETS),
     "401 Unauthorized: Authorization: Bearer abc.def.ghi-123456 sent to "
     "https://admin:hunter2@db.example.com/x with password=s3cr3t&user=bob",
     "key: -----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY----- end",
     {"user": "bob", "api_key": "plain-looking", "nested": {"password": 1234, "pin": "0000"},
-     "headers": [{"Authorization": "Basic Ym9iOnB3"}], "max_tokens": 300, "flight": "HAT136"},
+     "headers": [{"Authorization": "Basic Ym9iOnB3"}], "max_tokens": 300, "flight": "HAT136",
+     "auth": {"user": "u", "ok": True, "none": None, "empty": "", "n": 1.5, "list": [1, "a"]}},
     {"user_id": "mia_li_3668", "payment_methods": [{"payment_id": "certificate_7504069",
                                                     "amount": 250}], "token": "t-123"},
-    "total price is 570, but paid 520", "/var/data/run-2.log", "ok",
+    "total price is 570, but paid 520", "/var/data/run-2.log", "ok", 7, None, True,
 ]
 
+BRIDGE_REDACT = f"""import {{ Redactor, isSecretKey }} from "{(BRIDGE / "src/redact.ts").as_uri()}";
+const run = (f) => {{ const r = new Redactor(); const out = f(r); return [out, r.count]; }};
+console.log(JSON.stringify({{
+  records: DATA.records.map((rec) => run((r) => r.record(rec))),
+  values: DATA.values.map((v) => run((r) => r.value(v))),
+  texts: DATA.texts.map((t) => [run((r) => r.text(t)), run((r) => r.evidenceText(t)),
+                                run((r) => r.code(t))]),
+  keys: DATA.keys.map((k) => isSecretKey(k)),
+}}));"""
 
-def test_the_bridge_redacts_exactly_as_binloop(tmp_path: Path) -> None:
-    body = f'''import {{ redactValue }} from "{(BRIDGE / "src/redact.ts").as_uri()}";
-console.log(JSON.stringify(DATA.map((value) => redactValue(value))));'''
-    ours = run_node(tmp_path, body, CORPUS)
-    assert ours == [Redactor().value(value) for value in CORPUS]
+
+def _alone(form: dict[str, Any]) -> dict[str, Any]:
+    args = dict(form.get("args", {}))
+    if "arg_text" in form:
+        args["q"] = form["arg_text"]
+    return {"args": args, "error": form.get("error", "")}
+
+
+def _python(records: list[Any], values: list[Any], texts: list[str],
+            keys: list[str]) -> dict[str, Any]:
+    def run(apply: Any) -> list[Any]:
+        redactor = Redactor()
+        out = apply(redactor)
+        return [out, redactor.count]
+
+    return {"records": [run(lambda r, rec=rec: r.record(rec)) for rec in records],
+            "values": [run(lambda r, v=v: r.value(v)) for v in values],
+            "texts": [[run(lambda r, t=t: r.text(t)), run(lambda r, t=t: r.evidence_text(t)),
+                       run(lambda r, t=t: r.code(t))] for t in texts],
+            "keys": [is_secret_key(k) for k in keys]}
+
+
+def test_the_bridge_redacts_the_corpus_exactly_as_binloop(tmp_path: Path) -> None:
+    """Every secret form and every ordinary value of tests/data/redaction_corpus.json, the
+    corpus's combined failures, free text in each case, and key names: the bridge's output
+    (and its mask count) is Python's, every secret is gone, every ordinary value kept."""
+    forms, ordinary = rc.secrets(), rc.corpus()["ordinary"]
+    records = [_alone(f) for f in forms]
+    records += [{"args": {f.get("key", "value"): f["value"]}, "error": str(f["value"])}
+                for f in ordinary]
+    records += rc.failing_records()
+    texts = [t for f in forms for t in (f.get("error"), f.get("arg_text")) if t]
+    texts += [orjson.dumps(f["args"]).decode() for f in forms if "args" in f]
+    texts += [t.upper() for t in texts] + [t.lower() for t in texts]
+    keys = sorted({k for rec in records for k in rec["args"]} | set(KEY_NAMES))
+    ours = run_node(tmp_path, BRIDGE_REDACT,
+                    {"records": records, "values": VALUES, "texts": texts, "keys": keys})
+    assert ours == _python(records, VALUES, texts, keys)
+    for (clean, count), form in zip(ours["records"], forms, strict=False):
+        blob = orjson.dumps(clean)
+        assert rc.leaks(blob) == [] and count >= 1, (form["id"], blob)
+    for (clean, count), form in zip(ours["records"][len(forms):], ordinary, strict=False):
+        assert clean["args"] == {form.get("key", "value"): form["value"]} and count == 0
+    combined = orjson.dumps([clean for clean, _ in ours["records"][-3:]])
+    assert rc.leaks(combined) == [] and rc.kept_ordinary(combined) == []
     for secret in SECRETS:
-        assert secret not in json.dumps(ours)
+        assert secret not in json.dumps(ours["values"])
+
+
+KEY_NAMES = ["dbPassword", "DB_PASSWORD", "db-password", "db.password", "DbPassword",
+             "apiToken", "API-TOKEN", "awsSecretAccessKey", "x-api-key", "APIKey", "PWD",
+             "set-cookie", "X-Amz-Signature", "clientSecret", "max_tokens", "token_count",
+             "passengers", "author", "session_id", "token_type", "key", "bypass",
+             "password_hint", "auth_method", "tokenizer", "signature_version", "secret_name",
+             "", "123", "ÉTOKEN"]
+
+
+def test_non_ascii_text_as_docs_hanzo_md_says(tmp_path: Path) -> None:
+    """Case-insensitive rules fold ASCII letters only, in node as in Python (a long s or a
+    Kelvin sign is not an s or a k); an emoji counts twice in JavaScript, so the one
+    length-bounded free-text rule masks a short emoji value in the bot only."""
+    same = ["pa\u017fsword is hunter2x", "PASSWORD is hunter2x", "\u017fecret=abc",
+            "\u212aey-0123456789abcdef0123456789abcdef",
+            "token \U0001F600\U0001F600\U0001F600\U0001F600\U0001F600\U0001F6001"]
+    safer = "token \U0001F600\U0001F600\U0001F6001 here"
+    body = f"""import {{ Redactor }} from "{(BRIDGE / "src/redact.ts").as_uri()}";
+console.log(JSON.stringify(DATA.map((t) => new Redactor().evidenceText(t))));"""
+    ours = run_node(tmp_path, body, [*same, safer])
+    assert ours[:-1] == [Redactor().evidence_text(t) for t in same]
+    assert Redactor().evidence_text(safer) == safer and ours[-1] == "token [REDACTED] here"
+
+
+def test_real_telemetry_leaves_the_bridge_as_it_came(tmp_path: Path) -> None:
+    """The 1,164 calls of tau-bench's airline agent hold no secret: the bridge changes
+    none of them, as binloop changes none."""
+    path = Path("/work/shared/data/tau_airline_telemetry.jsonl")
+    if not path.exists():
+        pytest.skip(f"{path} is not on this machine")
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    body = f"""import {{ Redactor }} from "{(BRIDGE / "src/redact.ts").as_uri()}";
+const r = new Redactor();
+const out = DATA.map((rec) => r.record(rec));
+const same = JSON.stringify(out) === JSON.stringify(DATA);
+console.log(JSON.stringify({{ same, count: r.count }}));"""
+    assert len(records) >= 1000
+    assert run_node(tmp_path, body, records) == {"same": True, "count": 0}
 
 
 TOKENS = ["abc", 42, "has.dot", "sp ace", "é*>", "", "x" * 300, "tool_name-1"]

@@ -4,17 +4,19 @@ step with the manifest, and the tool host it forwards to (generated code never o
 from __future__ import annotations
 
 import json
+import queue
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from binloop.library.hanzo_load_path import LOAD_PATH_DIR, plugin_id, write_load_path
 from binloop.library.store import ToolLibrary
-from pipeline_runner.sandbox.host import ToolHost, answer
+from pipeline_runner.sandbox.host import LineServer, ToolHost
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +64,15 @@ def test_the_load_path_follows_the_manifest(library: tuple[ToolLibrary, str]) ->
                         .read_bytes())["binloop"]["status"] == "stable"
 
 
+def answer(host: ToolHost, line: bytes) -> dict[str, Any]:
+    """One request through the host's line protocol (what a proxy plugin sends)."""
+    replies: queue.Queue[bytes] = queue.Queue()
+    server = LineServer(host, replies.put, workers=1)
+    server.handle_line(line)
+    reply: dict[str, Any] = orjson.loads(replies.get(timeout=120))
+    return reply
+
+
 def test_the_host_runs_active_tools_and_refuses_withdrawn_ones(
         library: tuple[ToolLibrary, str]) -> None:
     lib, name = library
@@ -75,9 +86,10 @@ def test_the_host_runs_active_tools_and_refuses_withdrawn_ones(
     assert json.loads(reply["result"]["content"][0]["text"]) == reply["result"]["details"]
     lib.set_status(name, "quarantined", "test")
     refused = answer(host, orjson.dumps({"id": "2", "tool": name, "params": params}))
-    assert refused == {"id": "2", "ok": False,
-                       "error": f"{name}: not an active tool of the library"}
+    assert refused == {"id": "2", "ok": False, "error": f"no active tool {name!r}"}
     (lib.root / entry["path"] / "tool.py").write_text("raise SystemExit(0)\n")
     lib.set_status(name, "stable", "test")
+    assert host.reload() == []  # a tool whose files changed is refused when it is loaded
+    assert "sha256" in host.refused[name]
     tampered = answer(host, orjson.dumps({"id": "3", "tool": name, "params": params}))
-    assert tampered["ok"] is False and "sha256" in tampered["error"]
+    assert tampered == {"id": "3", "ok": False, "error": f"no active tool {name!r}"}

@@ -244,7 +244,7 @@ def test_two_processes_and_batch_envelopes_give_the_same_events(nats_server: Nat
 def test_builds_need_a_library(capsys: pytest.CaptureFixture[str]) -> None:
     from binloop.cli import main
 
-    assert main(["run", "--nats", "nats://127.0.0.1:1"]) == 2
+    assert main(["run", "--nats", "nats://127.0.0.1:1"]) == 64  # EX_USAGE
     err = capsys.readouterr().err
     assert "--library" in err and "--no-build" in err
 
@@ -255,7 +255,7 @@ def test_run_without_a_reachable_server_is_a_clean_error(
 
     port = free_port()  # nothing listens there
     assert main(["run", "--nats", f"nats://127.0.0.1:{port}", "--no-build",
-                 "--connect-timeout", "500ms"]) == 2
+                 "--connect-timeout", "500ms"]) == 69  # EX_UNAVAILABLE
     assert "cannot connect to NATS" in capsys.readouterr().err
 
 
@@ -272,6 +272,6 @@ def test_a_stream_whose_subjects_overlap_another_is_a_clean_error(
         await nc.close()
 
     asyncio.run(squat())
-    assert main(["run", "--nats", nats_server.url, "--no-build", "--stream", "MINE"]) == 2
+    assert main(["run", "--nats", nats_server.url, "--no-build", "--stream", "MINE"]) == 64
     err = capsys.readouterr().err
     assert "cannot create stream MINE" in err and "overlap" in err

@@ -178,7 +178,7 @@ def test_failing_acceptance_tests_roll_back(seeded_library: ToolLibrary) -> None
     result = runner_for(seeded_library.root, ScriptedSourceDesigner({"python": WRONG_ANSWER}),
                         control=control).build(payment_event())
     assert_clean_rollback(seeded_library, before, result, control, "test")
-    assert "pytest" in result.reason and "failed" in result.reason
+    assert "acceptance" in result.reason and "failed" in result.reason
 
 
 def test_a_sandbox_timeout_rolls_back(seeded_library: ToolLibrary) -> None:
@@ -253,7 +253,7 @@ _hostile()
 '''
 
 
-@pytest.mark.skipif(not detect_isolation().namespaces, reason="needs sandbox namespaces")
+@pytest.mark.skipif(not detect_isolation().complete, reason="needs the sandbox")
 def test_generated_code_only_ever_runs_in_the_sandbox(tmp_path: Path) -> None:
     server = socket.create_server(("127.0.0.1", 0))
     server.settimeout(0.5)

@@ -29,7 +29,7 @@ def test_status_of_a_fresh_server_reports_what_is_missing(
 
 def test_status_without_a_server_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--nats", f"nats://127.0.0.1:{free_port()}",
-                 "--connect-timeout", "500ms"]) == 2
+                 "--connect-timeout", "500ms"]) == 69  # EX_UNAVAILABLE
     assert "cannot connect to NATS" in capsys.readouterr().err
 
 

@@ -130,7 +130,7 @@ def test_sweep_engine_fires_what_the_bytewax_flow_fires(tmp_path: Path, window: 
     loaded = load(str(path), DEFAULT_LIMITS)
     assert loaded.engine == resolve("auto")
     for theta, workers in ((2, 1), (4, 2)):
-        # the flow's own detection parameters: the same config digest, so the same event ids
+        # The same configuration as the flow's (event ids carry its digest).
         params = Config(theta=theta, window=WindowSpec.parse(window)).detection()
         ours = detect_events(loaded, params)
         theirs = _bytewax_events(path, tmp_path / f"events-{theta}.jsonl", params, workers)

@@ -73,3 +73,17 @@ def test_buffers_while_nats_is_down_then_catches_up_in_order(tmp_path: Path) -> 
     assert {subject for subject, _, _ in stored[:300]} <= {
         f"telemetry_p.{p}.book%2Eflight" for p in range(4)}
     assert telemetry_subject("telemetry", 0, "book.flight") == "telemetry.0.book%2Eflight"
+
+
+def test_the_old_import_path_still_works_and_says_it_moved() -> None:
+    import importlib
+    import sys
+
+    import pytest
+
+    sys.modules.pop("binloop.telemetry_client", None)
+    with pytest.warns(DeprecationWarning, match="binloop.nats.telemetry_client"):
+        old = importlib.import_module("binloop.telemetry_client")
+    from binloop.nats.telemetry_client import TelemetryClient
+
+    assert old.TelemetryClient is TelemetryClient

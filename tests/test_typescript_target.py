@@ -1,4 +1,5 @@
-"""The TypeScript target: Hanzo bot plugins checked by tsc and tested with node --test."""
+"""The TypeScript target: Hanzo bot plugins checked by tsc, run in a sandboxed node worker
+and judged by binloop's parent process."""
 
 from __future__ import annotations
 
@@ -37,7 +38,12 @@ def test_builds_a_working_plugin(tmp_path: Path, code: str, typescript_target: A
     assert [s["name"] for s in steps["check"].detail["steps"]] == \
         ["tsc (openclaw SDK)", "tsc (hanzo bot contract)"]
     assert all(s["ok"] for s in steps["check"].detail["steps"])
-    assert "pass " in steps["test"].detail["steps"][0]["output"]
+    test_steps = steps["test"].detail["steps"]
+    assert test_steps[0]["name"] == "acceptance" and "all matched" in test_steps[0]["output"]
+    assert [s["name"] for s in test_steps[1:]] == [
+        "null tool (returns its input)", "null tool (raises)",
+        "null tool (forwards once to the original tool)"]
+    assert all("fails as it must" in s["output"] for s in test_steps[1:])
 
 
 TS_TYPE_ERROR = '''

@@ -4,10 +4,10 @@
   pause/resume, using the tools that answer its failures;
 * :mod:`binloop.agent.control` — the NATS control plane (pause, resume, registry notices)
   and the pause gate;
-* :mod:`binloop.agent.registry` — hot-loading gated tools from the tool library (only
-  what the manifest lists, hash-checked, never quarantined);
-* :mod:`binloop.agent.node_host` — running `typescript` tools (Hanzo bot plugins) through
-  binloop's node harness;
+* :mod:`binloop.agent.registry` — the gated tools of the tool library (only what the
+  manifest lists, hash-checked, never quarantined), called through the sandboxed tool
+  host (`pipeline_runner.sandbox.host`: one sandboxed worker per tool version, never an
+  import into the agent);
 * :mod:`binloop.agent.task`, :mod:`binloop.agent.airline` — the scripted job and the mock
   airline service it runs against.
 

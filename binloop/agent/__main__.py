@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="telemetry subject prefix (default: %(default)s)")
     parser.add_argument("--control-subject-prefix", default=default("control_subject_prefix"),
                         help="control subjects: <prefix>.<session>.pause|resume")
+    parser.add_argument("--sandbox", choices=("strict", "unsafe"), default="strict",
+                        help="gated tools run in sandboxed workers; strict refuses to run them "
+                             "where the sandbox is incomplete")
     parser.add_argument("--registry-subject", default=default("registry_subject"))
     parser.add_argument("--work-dir", default=None, metavar="DIR",
                         help="where private copies of plugins go (default: a temp dir)")
@@ -84,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     session = args.session or f"trip-{secrets.token_hex(3)}"
     settings = AgentSettings(session, wait_for_tools_s=args.wait_for_tools)
     registry = ToolRegistry(args.library, args.target,
-                            Path(args.work_dir) if args.work_dir else None)
+                            Path(args.work_dir) if args.work_dir else None,
+                            sandbox_mode=args.sandbox)
     telemetry = TelemetryClient(args.telemetry_log, args.nats, subject_prefix=args.subject_prefix,
                                 agent_id=settings.agent_id)
     agent = ReferenceAgent(settings, telemetry, registry, AirlineService(args.latency),

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from binloop.core.classify import FAILURE_MODE_SETTINGS, GIVEN_ELSE_INFER, digest_fields
 from binloop.core.detection import DetectionParams, config_digest
@@ -187,6 +187,17 @@ LOGGING = ("logging",)
 STATUS = ("run", "flow", "status")
 
 
+# Settings that are detection parameters (`binloop.core.detection.DetectionParams`),
+# by the parameter's name; the other settings declared with `digest=` reach the
+# parameters as their `context_digest`.
+DETECTION_PARAMS: Final = {
+    "theta": "theta", "window": "window", "count_outcomes": "count_outcomes",
+    "mode_level": "mode_level", "evidence_max": "evidence_max",
+    "session_gap": "session_gap_ms", "allowed_lateness": "allowed_lateness_ms",
+    "dedup_max": "dedup_max",
+}
+
+
 @dataclass(frozen=True)
 class Config:
     """All settings of binloop. Attribute names are the TOML keys."""
@@ -323,6 +334,11 @@ class Config:
                                      metavar="MB")
     sandbox_processes: int = setting(128, "process/thread limit of the sandbox user",
                                      groups=BUILD, parse=positive_int, metavar="N")
+    sandbox: str = setting("strict", "strict: generated code runs only in the full sandbox and "
+                           "builds fail closed where it cannot be had; unsafe: run it "
+                           "unconfined anyway (shown in the audit record and in status)",
+                           groups=BUILD + TOOLS, parse=lambda t: _choice(t, ("strict", "unsafe")),
+                           metavar="MODE")
     toolchain_dir: str | None = setting(None, "cache of the TypeScript toolchain (default "
                                         "~/.cache/binloop/toolchain)", groups=BUILD,
                                         parse=optional_text, metavar="DIR")
@@ -487,17 +503,10 @@ class Config:
                              parse=parse_log_level, metavar="LEVEL")
 
     def detection(self) -> DetectionParams:
-        return DetectionParams(
-            theta=self.theta,
-            window=self.window,
-            count_outcomes=self.count_outcomes,
-            mode_level=self.mode_level,
-            evidence_max=self.evidence_max,
-            session_gap_ms=self.session_gap,
-            allowed_lateness_ms=self.allowed_lateness,
-            dedup_max=self.dedup_max,
-            config_digest=self.config_digest(),
-        )
+        params = {param: getattr(self, name) for name, param in DETECTION_PARAMS.items()}
+        context = {name: value for name, value in self.digest_settings().items()
+                   if name not in DETECTION_PARAMS}
+        return DetectionParams(**params, context_digest=config_digest(context))
 
     def digest_settings(self) -> dict[str, Any]:
         """The settings that can change an event (declared with `digest=`), as digested."""
@@ -512,7 +521,7 @@ class Config:
     def config_digest(self) -> str:
         """sha256 of the detection configuration: part of every `event_id`, so that a run
         of another configuration is never taken for this one."""
-        return config_digest(self.digest_settings())
+        return self.detection().config_digest
 
     def record_limits(self) -> RecordLimits:
         return RecordLimits(
@@ -604,8 +613,7 @@ def load_config(
     layers: list[tuple[str, Mapping[str, Any]]] = []
     if path:
         layers.append((f"config file {path}", _read_toml(Path(path))))
-    layers.append(("environment", {f.name: env[env_name(f.name)]
-                                   for f in dataclasses.fields(Config) if env_name(f.name) in env}))
+    layers.append(("environment", _env_layer(env)))
     layers.append(("flag", {k: v for k, v in given.items() if v is not None}))
     values: dict[str, Any] = {}
     by_name = {f.name: f for f in dataclasses.fields(Config)}
@@ -617,6 +625,25 @@ def load_config(
                 continue
             values[name] = _parse(by_name[name], raw, source)
     return Config(**values)
+
+
+def _env_layer(env: Mapping[str, str]) -> dict[str, str]:
+    """BINLOOP_<NAME>, or the contents of the file BINLOOP_<NAME>_FILE names (how a
+    container mounts a secret: the NATS URL may carry credentials, and an environment
+    variable is visible to more than a file is). The variable itself wins."""
+    layer: dict[str, str] = {}
+    for f in dataclasses.fields(Config):
+        name = env_name(f.name)
+        if name in env:
+            layer[f.name] = env[name]
+        elif name + "_FILE" in env:
+            path = Path(env[name + "_FILE"])
+            try:
+                layer[f.name] = path.read_text().strip()
+            except OSError as exc:
+                raise ConfigError(f"{name}_FILE: cannot read {path}: "
+                                  f"{exc.strerror or exc}") from None
+    return layer
 
 
 def _parse(f: dataclasses.Field[Any], raw: Any, source: str) -> Any:

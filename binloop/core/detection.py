@@ -61,15 +61,17 @@ class DetectionParams:
     session_gap_ms: int = DEFAULT_SESSION_GAP_MS
     allowed_lateness_ms: int = DEFAULT_ALLOWED_LATENESS_MS
     dedup_max: int = 64
-    # The detection configuration digest (`Config.config_digest`, which also covers the
-    # settings of validation); unset: a digest of the fields above.
-    config_digest: str = ""
+    # The digest of the other settings that can change an event (validation, the ts
+    # unit, ...: `Config.detection` gives it).
+    context_digest: str = ""
+    # sha256 of the fields above: part of every event_id. Derived, so that a copy with
+    # another theta (`dataclasses.replace`, as sweeps do) has its own.
+    config_digest: str = field(init=False, default="", compare=False)
 
     def __post_init__(self) -> None:
-        if not self.config_digest:
-            own = {f.name: _plain(getattr(self, f.name)) for f in fields(self)
-                   if f.name != "config_digest"}
-            object.__setattr__(self, "config_digest", config_digest(own))
+        own = {f.name: _plain(getattr(self, f.name)) for f in fields(self)
+               if f.name != "config_digest"}
+        object.__setattr__(self, "config_digest", config_digest(own))
         if self.theta < 1:
             raise ValueError("theta must be >= 1")
         if self.evidence_max < 1:

@@ -7,6 +7,7 @@ from typing import Any, TypedDict
 
 import orjson
 
+from binloop.core.redact import redact_event
 from binloop.core.schema import SessionId, ToolInvocation
 
 
@@ -33,5 +34,7 @@ def event_id(tool: str, failure_mode: str, arm_epoch: int, config_digest: str) -
 
 
 def dumps_event(event: BINEvent) -> bytes:
-    """Canonical JSONL encoding of an event (sorted keys, no newline)."""
-    return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+    """Canonical JSONL encoding of an event (sorted keys, no newline), its evidence
+    redacted: every writer of events (files, stdout, BIN_EVENTS, the build queue)
+    encodes through here."""
+    return orjson.dumps(redact_event(event), option=orjson.OPT_SORT_KEYS)

@@ -8,8 +8,9 @@ above. In JSON format every line is one object::
     {"ts": "2024-05-01T12:00:00.123Z", "level": "info", "logger": "binloop.nats",
      "msg": "...", "process_id": 1, ...fields passed as `extra=`}
 
-with `exc` holding the traceback of a logged exception. Secrets: NATS URLs are logged
-through `binloop.nats.jetstream.redact_url`; nothing else here prints configuration.
+with `exc` holding the traceback of a logged exception. Secrets: every message and
+traceback goes through the one redactor (`RedactingFilter` on the handler), and NATS
+URLs are logged through `binloop.nats.jetstream.redact_url`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import time
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import orjson
+
+from binloop.core.redact import RedactingFilter
 
 if TYPE_CHECKING:
     from binloop.core.config import Config
@@ -44,7 +47,7 @@ class JsonFormatter(logging.Formatter):
             if key not in _STANDARD and not key.startswith("_"):
                 line[key] = value
         if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
+            line["exc"] = record.exc_text or self.formatException(record.exc_info)
         return orjson.dumps(line, default=str).decode()
 
 
@@ -57,7 +60,7 @@ class TextFormatter(logging.Formatter):
         level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
         text = f"binloop{tag}: {level}{record.getMessage()}"
         if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
+            text += "\n" + (record.exc_text or self.formatException(record.exc_info))
         return text
 
 
@@ -74,6 +77,7 @@ def setup_logging(log_format: str = "text", level: str = "info",
         root.removeHandler(handler)
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.set_name(HANDLER_NAME)
+    handler.addFilter(RedactingFilter())
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root.addHandler(handler)
     binloop_level = _LEVELS[level]

@@ -1,9 +1,26 @@
-"""Names a build may create: tool names and the relative paths of generated files.
+"""Names a build may create, and how names from outside are shown.
 
-A tool name becomes a directory of the library, a Python module name and a plugin
-id, so it is held to `[a-z][a-z0-9_]{1,63}`: no separators, dots or `..` can reach
-the filesystem. File paths inside a tool are relative, of safe segments only, and
+Names from telemetry or an LLM (a record's `tool`, a failure mode, a designed tool
+name) are data: they may hold NUL, control characters, separators, `..` or any
+Unicode. Two functions turn them into something safe, and nothing else does:
+
+* :func:`slug` — the one way from a name to an identifier or a path segment: the
+  lower-case ASCII words `[a-z0-9]+` of the name joined by `_` (everything else,
+  NUL and control characters included, is a separator). :func:`tool_name_for` builds
+  tool names from slugs; a tool name becomes a library directory, a Python module
+  and a plugin id, so it is held to `[a-z][a-z0-9_]{1,63}` (:func:`check_tool_name`).
+* :func:`escape_name` — the one way to show a name in a listing, a log line or an
+  error message: printable characters as they are, `\\` doubled, and every control,
+  format (bidi overrides, zero-width) or surrogate character as `\\xNN`/`\\uNNNN`/
+  `\\UNNNNNNNN`, so a listing is one line per name and cannot be spoofed.
+  :func:`source_literal` is the same for generated source: a JSON string literal,
+  which is a valid Python and TypeScript string literal.
+
+The original name is kept as data (the manifest's `answers`, the design's config),
+never as a path. File paths inside a tool are relative, of safe segments only, and
 are resolved and checked to stay inside their root before anything is written.
+Identifiers that arrive already made (a BINEvent's `event_id`) are checked by
+:func:`check_event_id` before any path or file name is derived from them.
 """
 
 from __future__ import annotations
@@ -11,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import keyword
 import re
+import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import Final
 
@@ -18,6 +36,10 @@ TOOL_NAME: Final = re.compile(r"[a-z][a-z0-9_]{1,63}")
 _SEGMENT: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}")
 _RESERVED: Final = frozenset({"tools", "audit", "state", "manifest", "test", "tests"})
 MAX_TOOL_NAME: Final = 64
+EVENT_ID: Final = re.compile(r"[0-9a-f]{64}")
+# Categories never printed raw: control, format (bidi, zero-width), surrogate,
+# private use, unassigned, line/paragraph separators.
+_HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 class UnsafeName(ValueError):
@@ -33,10 +55,57 @@ def check_tool_name(name: object) -> str:
     return name
 
 
+def check_event_id(value: object) -> str:
+    """`value` if it is an event id (64 lower-case hex characters), else UnsafeName."""
+    if not isinstance(value, str) or not EVENT_ID.fullmatch(value):
+        raise UnsafeName(f"event_id {escape_name(str(value))[:80]!r} must be 64 lower-case "
+                         "hex characters")
+    return value
+
+
 def slug(text: str) -> str:
-    """Lower-case `[a-z0-9_]` words of `text` joined by `_` (may be empty)."""
+    """Lower-case `[a-z0-9]` words of `text` joined by `_` (may be empty).
+
+    ASCII only, by design: `str.lower()` and `isalnum()` accept non-ASCII letters and
+    digits, which must not reach a module name or a path.
+    """
     words = re.findall(r"[a-z0-9]+", text.lower())
     return "_".join(words)
+
+
+def escape_name(name: str) -> str:
+    """`name` as one printable line: hidden characters escaped, backslash doubled."""
+    out: list[str] = []
+    for char in name:
+        if char == "\\":
+            out.append("\\\\")
+        elif unicodedata.category(char) in _HIDDEN_CATEGORIES:
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else
+                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def source_literal(name: str) -> str:
+    """`name` as a double-quoted string literal that means the same in Python and in
+    TypeScript: hidden characters of the BMP (and lone surrogates) as `\\uNNNN`, which
+    both languages read alike; printable characters as they are. Astral characters stay
+    raw: `\\U...` is Python only and a surrogate-pair escape would be two characters in
+    Python."""
+    out = ['"']
+    for char in name:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif code < 0x10000 and (unicodedata.category(char) in _HIDDEN_CATEGORIES
+                                 or (code > 0x7e and not char.isprintable())):
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
 
 
 def tool_name_for(*parts: str) -> str:

@@ -1,51 +1,154 @@
-"""Secret redaction for everything that leaves the process or lands in the library.
+"""The one secret redactor: evidence, dead letters, designs, generated code, logs.
 
-Evidence records carry the failing call's arguments and error text; either may hold
-an API key, a bearer token, a password or a private key. :func:`redact` replaces
-them with `[REDACTED]` before a designer sees the evidence (and so before anything is
-sent to an LLM provider), and the runner applies it again to the design, generated
-files and the audit record. Two mechanisms: values under secret-looking keys, and
-well-known secret shapes inside any string.
+Every output that can carry telemetry text goes through here before it is written or
+sent: the events file, `BIN_EVENTS` and the build queue (`binloop.core.events.dumps_event`),
+dead letters (:func:`redact_dead_letter`), the designer's input and the audit record
+(`pipeline_runner.event_input.for_design`), the library (designs and generated files)
+and log lines (:class:`RedactingFilter`). The rules are data,
+`binloop/core/redaction_rules.json` (shipped in the package), so that the Hanzo
+bridge plugin applies the very same ones; docs/redaction.md says what they catch and
+what they cannot.
+
+Four mechanisms, all replacing with `[REDACTED]`:
+
+1. key names: a value under a key whose words (camelCase, snake, kebab, dots, any case)
+   name a secret — every scalar under it (containers included) is masked;
+2. text rules: known key shapes and PEM blocks (`scope: any`, safe on source code too),
+   and free-text patterns (`scope: text`): `KEY=value` with a secret name, `-u user:pw`,
+   `Authorization:`/`Cookie:` headers, `Bearer x`, `password is x`;
+3. high entropy: long mixed-case alphanumeric tokens, only inside a record's `args`
+   values and `error` text (and a dead letter's text) — never ids, which dedup and
+   `reproduces` need;
+4. nothing else: record ids, event ids, tools, failure modes, session and agent ids
+   are identifiers and are never changed.
+
+Cheap by construction: it runs on the evidence of fired events and on dead letters,
+not on every valid record.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
+import math
 import re
-from dataclasses import dataclass
-from typing import Any, Final
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import orjson
+
+if TYPE_CHECKING:
+    from binloop.core.schema import DeadLetter, ToolInvocation
+
+# A BINEvent (binloop.core.events encodes through this module, so it is not imported).
+Event = TypeVar("Event", bound=Mapping[str, Any])
+
+RULES_PATH: Final = Path(__file__).with_name("redaction_rules.json")
 MASK: Final = "[REDACTED]"
 
-_SECRET_KEY = re.compile(
-    r"(?i)(?:^|[_\-.])(?:api[_-]?key|apikey|secret|client[_-]?secret|secret[_-]?key|token|"
-    r"access[_-]?token|refresh[_-]?token|auth[_-]?token|id[_-]?token|session[_-]?token|"
-    r"password|passwd|pwd|passphrase|pin|authorization|cookie|set[_-]?cookie|private[_-]?key|"
-    r"access[_-]?key|credentials?|auth)$")
 
-# Secret shapes: safe to apply to any text, generated code included.
-_SHAPES: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE "
-                r"KEY-----|[\s\S]*)"), MASK),
-    (re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:bearer|basic|token|digest)?\s*[^\s,;\"']+"),
-     r"\1" + MASK),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 " + MASK),
-    (re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{10,}"), MASK),
-    (re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{16,}"), MASK),
-    (re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{10,}"), MASK),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"), MASK),
-    (re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"), MASK),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), MASK),
-    (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), MASK),
-    (re.compile(r"\b(?:npm_[A-Za-z0-9]{36}|hf_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_\-]{20,})"), MASK),
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}"), MASK),
-    (re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]+):[^/\s@]+@"), r"\1:" + MASK + "@"),
-)
-# `password=...`, `token: ...` in free text (error messages); not applied to code.
-_ASSIGNMENTS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
-    (re.compile(r"(?i)\b((?:api[_-]?key|access[_-]?key|client[_-]?secret|secret|token|"
-                r"password|passwd|pwd)[\"']?\s*[=:]\s*[\"']?)(?!\[REDACTED\])[^\s\"'&,;}]+"),
-     r"\1" + MASK),
-)
+@dataclass(frozen=True)
+class TextRule:
+    id: str
+    pattern: re.Pattern[str]
+    secret_group: int
+    key_group: int | None
+    in_code: bool
+    # The rule can match only a text holding one of these (lower-case if `folded`).
+    needles: frozenset[str]
+    folded: bool
+
+
+@dataclass(frozen=True)
+class Rules:
+    word: re.Pattern[str]
+    secret_words: frozenset[str]
+    secret_phrases: frozenset[tuple[str, str]]
+    not_secret_last: frozenset[str]
+    text: tuple[TextRule, ...]
+    needles: tuple[str, ...]
+    folded_needles: tuple[str, ...]
+    entropy_token: re.Pattern[str]
+    entropy_bits: float
+    entropy_skip_prefixes: tuple[str, ...]
+    entropy_exempt: tuple[re.Pattern[str], ...]
+    entropy_exempt_within: tuple[re.Pattern[str], ...]
+
+
+def _flags(letters: str) -> int:
+    flags = re.ASCII
+    if "i" in letters:
+        flags |= re.IGNORECASE
+    if "m" in letters:
+        flags |= re.MULTILINE
+    return flags
+
+
+@cache
+def rules() -> Rules:
+    """The rule set, compiled once from the shipped JSON file."""
+    data = orjson.loads(RULES_PATH.read_bytes())
+    if data["mask"] != MASK:
+        raise ValueError(f"{RULES_PATH}: mask must be {MASK!r}")
+    keys, entropy = data["keys"], data["entropy"]
+    text = tuple(TextRule(r["id"], re.compile(r["pattern"], _flags(r["flags"])),
+                          r["secret_group"], r.get("key_group"), r["scope"] == "any",
+                          frozenset(r.get("needles", ())), "i" in r["flags"])
+                 for r in data["text_rules"])
+    return Rules(
+        word=re.compile(keys["word_pattern"], re.ASCII),
+        secret_words=frozenset(keys["secret_words"]),
+        secret_phrases=frozenset((a, b) for a, b in keys["secret_phrases"]),
+        not_secret_last=frozenset(keys["not_secret_last_words"]), text=text,
+        needles=tuple(sorted({n for r in text if not r.folded for n in r.needles})),
+        folded_needles=tuple(sorted({n for r in text if r.folded for n in r.needles})),
+        entropy_token=re.compile(entropy["token_pattern"], re.ASCII),
+        entropy_bits=float(entropy["min_bits_per_char"]),
+        entropy_skip_prefixes=tuple(entropy["skip_if_starts_with"]),
+        entropy_exempt=tuple(re.compile(p, re.ASCII) for p in entropy["exempt_patterns"]),
+        entropy_exempt_within=tuple(re.compile(p, re.ASCII)
+                                    for p in entropy["exempt_if_contains"]))
+
+
+def key_words(key: str) -> list[str]:
+    """The lower-case words of a key: `awsSecretAccessKey` -> aws, secret, access, key."""
+    return [w.lower() for w in rules().word.findall(key)]
+
+
+@cache
+def is_secret_key(key: str) -> bool:
+    """Whether values under `key` are secrets (see the module docstring)."""
+    ruleset = rules()
+    words = key_words(key)
+    if not words or words[-1] in ruleset.not_secret_last:
+        return False
+    if "".join(words) in ruleset.secret_words or any(w in ruleset.secret_words for w in words):
+        return True
+    return any(pair in ruleset.secret_phrases for pair in itertools.pairwise(words))
+
+
+def shannon_bits(token: str) -> float:
+    """Shannon entropy of the characters of `token`, in bits per character."""
+    counts = Counter(token)
+    size = len(token)
+    return -sum(n / size * math.log2(n / size) for n in counts.values())
+
+
+def is_high_entropy(token: str) -> bool:
+    ruleset = rules()
+    if token.startswith(ruleset.entropy_skip_prefixes):
+        return False
+    if not (any(c.islower() for c in token) and any(c.isupper() for c in token)
+            and any(c.isdigit() for c in token)):
+        return False
+    if any(p.fullmatch(token) for p in ruleset.entropy_exempt) or any(
+            p.search(token) for p in ruleset.entropy_exempt_within):
+        return False
+    return shannon_bits(token) >= ruleset.entropy_bits
 
 
 @dataclass
@@ -53,37 +156,135 @@ class Redactor:
     """Counts what it replaced, so the audit record can say that it did.
 
     :meth:`value` is for data (evidence args, errors): secret-looking keys and every
-    text pattern. :meth:`document` is for designs and :meth:`code` for generated
-    source, where a key called `token` is a schema property or a variable, not a
-    secret: only the unmistakable secret shapes are replaced there.
+    text rule. :meth:`document` is for designs and :meth:`code` for generated source,
+    where a key called `token` is a schema property or a variable, not a secret: only
+    the unmistakable secret shapes are replaced there.
     """
 
     count: int = 0
 
-    def _apply(self, value: str, patterns: tuple[tuple[re.Pattern[str], str], ...]) -> str:
-        for pattern, replacement in patterns:
-            value, hits = pattern.subn(replacement, value)
-            self.count += hits
-        return value
+    def _apply(self, text: str, code: bool) -> str:
+        ruleset = rules()
+        lower = text.lower()
+        present = {n for n in ruleset.needles if n in text}
+        folded = {n for n in ruleset.folded_needles if n in lower}
+        for rule in ruleset.text:
+            if code and not rule.in_code:
+                continue
+            if rule.needles and rule.needles.isdisjoint(folded if rule.folded else present):
+                continue
+            # Masking only removes text, and MASK adds no needle a rule needs: the
+            # needles found in the original text stay a superset.
+            text = self._apply_rule(rule, text)
+        return text
+
+    def _apply_rule(self, rule: TextRule, text: str) -> str:
+        """Mask the union of the secret spans of every accepted match of `rule`
+        (a value may sit in a lookahead, so that a non-secret `key=` does not hide
+        the secret `KEY=` that follows it)."""
+        spans: list[tuple[int, int]] = []
+        for match in rule.pattern.finditer(text):
+            if rule.key_group is not None and not is_secret_key(match.group(rule.key_group)):
+                continue
+            start, end = match.span(rule.secret_group)
+            if start < end:
+                spans.append((start, end))
+        if not spans:
+            return text
+        out, done = [], 0
+        for start, end in sorted(spans):
+            if end <= done:
+                continue
+            if start >= done:
+                out.append(text[done:start])
+                self.count += 1
+                out.append(MASK)
+            done = end
+        out.append(text[done:])
+        return "".join(out)
+
+    def _entropy(self, text: str) -> str:
+        def mask(match: re.Match[str]) -> str:
+            if is_high_entropy(match.group(0)):
+                self.count += 1
+                return MASK
+            return match.group(0)
+        return rules().entropy_token.sub(mask, text)
 
     def text(self, value: str) -> str:
-        return self._apply(self._apply(value, _SHAPES), _ASSIGNMENTS)
+        """Free text (an error message, a log line): every text rule, no entropy rule."""
+        return self._apply(value, code=False)
+
+    def evidence_text(self, value: str) -> str:
+        """Text inside a record's args or error: every text rule and the entropy rule."""
+        return self._entropy(self._apply(value, code=False))
 
     def code(self, value: str) -> str:
-        return self._apply(value, _SHAPES)
+        return self._apply(value, code=True)
 
-    def value(self, value: Any, key: str | None = None) -> Any:
-        if (key is not None and _SECRET_KEY.search(key) and value not in (None, "", MASK)
-                and isinstance(value, str | int | float) and not isinstance(value, bool)):
+    def value(self, value: Any, key: str | None = None, entropy: bool = False) -> Any:
+        """A copy of a JSON value: secrets under secret keys, and in every string."""
+        if key is not None and is_secret_key(key):
+            return self._mask_all(value)
+        if isinstance(value, str):
+            return self.evidence_text(value) if entropy else self.text(value)
+        if isinstance(value, dict):
+            return {k: self.value(v, str(k), entropy) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(v, None, entropy) for v in value]
+        return value
+
+    def _mask_all(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: self._mask_all(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._mask_all(v) for v in value]
+        if value in (None, "", MASK) or isinstance(value, bool):
+            return value
+        if isinstance(value, str | int | float):
             self.count += 1
             return MASK
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {k: self.value(v, str(k)) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.value(v, key) for v in value]
         return value
+
+    def record(self, rec: ToolInvocation) -> ToolInvocation:
+        """An evidence record: args and error texts redacted; ids and keys untouched."""
+        clean = dict(rec)
+        if isinstance(clean.get("args"), dict):
+            clean["args"] = self.value(clean["args"], None, entropy=True)
+        # The error text, and what the parse step derives from it (`error_template`).
+        for key, value in rec.items():
+            if key.startswith("error") and isinstance(value, str):
+                clean[key] = self.evidence_text(value)
+        return clean  # type: ignore[return-value]
+
+    def event(self, event: Event) -> Event:
+        """A BINEvent whose evidence records are redacted (everything else is ids)."""
+        clean = dict(event)
+        clean["evidence"] = [self.record(r) if isinstance(r, dict) else r  # type: ignore[arg-type]
+                             for r in event.get("evidence", ())]
+        return clean  # type: ignore[return-value]
+
+    def dead_letter(self, letter: DeadLetter) -> DeadLetter:
+        """A dead letter: its raw input as a record when it parses, else as text."""
+        before = self.count
+        raw = self._raw(letter.raw)
+        reason = self.evidence_text(letter.reason)
+        if self.count == before:
+            return letter
+        return replace(letter, raw=raw, reason=reason)
+
+    def _raw(self, raw: str) -> str:
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return self.evidence_text(raw)
+        if not isinstance(obj, dict):
+            return self.evidence_text(raw)
+        before = self.count
+        clean = {k: (self.value(v, k, entropy=True) if k in ("args", "error") else
+                     v if k == "id" else self.value(v, k)) for k, v in obj.items()}
+        # An unchanged input keeps its exact bytes (the dead letter can be replayed).
+        return raw if self.count == before else orjson.dumps(clean).decode()
 
     def document(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -102,3 +303,29 @@ def redact(value: Any) -> Any:
 
 def redact_text(text: str) -> str:
     return Redactor().text(text)
+
+
+def redact_event(event: Event) -> Event:
+    return Redactor().event(event)
+
+
+def redact_record(rec: ToolInvocation) -> ToolInvocation:
+    return Redactor().record(rec)
+
+
+def redact_dead_letter(letter: DeadLetter) -> DeadLetter:
+    return Redactor().dead_letter(letter)
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts a log record's message (and its traceback text) before any handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact_text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info:
+            # Always from exc_info: another handler may have cached the raw text already.
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+        return True

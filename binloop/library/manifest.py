@@ -20,6 +20,8 @@ import copy
 import time
 from typing import Any, Final, Literal, TypedDict, cast
 
+from binloop.core.names import UnsafeName, check_tool_name, escape_name
+
 FORMAT: Final = 1
 Status = Literal["probationary", "stable", "quarantined"]
 STATUSES: Final = ("probationary", "stable", "quarantined")
@@ -92,7 +94,23 @@ def check_manifest(value: Any) -> Manifest:
             raise ManifestError(f"manifest entry {name!r} is malformed")
         if entry.get("status") not in STATUSES:
             raise ManifestError(f"tool {name!r} has an unknown status {entry.get('status')!r}")
+        _check_paths(name, entry)
     return cast(Manifest, value)
+
+
+def _check_paths(name: str, entry: dict[str, Any]) -> None:
+    """Paths are derived from the manifest: its names and version paths must be the
+    ones a gate writes (`tools/<safe name>/v<N>`), whoever edited the file."""
+    try:
+        check_tool_name(name)
+    except UnsafeName as exc:
+        raise ManifestError(f"manifest entry {escape_name(str(name))!r}: {exc}") from None
+    history = entry.get("history")
+    for version in [entry, *(history if isinstance(history, list) else [])]:
+        number = version.get("version") if isinstance(version, dict) else None
+        if not isinstance(number, int) or isinstance(number, bool) or \
+                version.get("path") != f"tools/{name}/v{number}":
+            raise ManifestError(f"tool {name!r}: a version path is not tools/{name}/v<N>")
 
 
 def active_version(entry: ToolEntry) -> ToolVersion:

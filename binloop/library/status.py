@@ -35,7 +35,7 @@ def library_status(root: str | Path) -> dict[str, Any]:
     if not isinstance(tools, dict):
         return {**out, "state": "unreadable", "error": "manifest.json has no 'tools' object"}
     out.update(state="ok", version=manifest.get("version"), updated=manifest.get("updated"),
-               format=manifest.get("format"))
+               format=manifest.get("format"), unsafe_builds=_unsafe_builds(path))
     for name, entry in sorted(tools.items()):
         if not isinstance(entry, dict):
             continue
@@ -55,6 +55,23 @@ def _tool(name: str, entry: dict[str, Any]) -> dict[str, Any]:
             "uses": {"ok": uses.get("ok", 0), "failed": uses.get("failed", 0)},
             "created": entry.get("created"),
             "versions": 1 + (len(history) if isinstance(history, list) else 0)}
+
+
+def _unsafe_builds(root: Path) -> list[dict[str, Any]]:
+    """Tool versions gated by builds that ran with `--sandbox unsafe` (pipeline_runner)."""
+    try:
+        lines = (root / ".state" / "unsafe-builds.jsonl").read_bytes().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        try:
+            item = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(item, dict):
+            found.append({"tool": item.get("tool"), "version": item.get("version")})
+    return found
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -69,6 +69,7 @@ class ToolLibrary:
         self.checkpoint_dir = self.state_dir / "checkpoints"
         self._staging_dir = self.state_dir / "staging"
         self._lock_path = self.state_dir / "lock"
+        self._build_lock_path = self.state_dir / "build.lock"
 
     # -- reading -----------------------------------------------------------------------
     def read(self) -> mf.Manifest:
@@ -98,6 +99,14 @@ class ToolLibrary:
     def content_digest(self) -> dict[str, str]:
         """sha256 of every library file that is content (not audit records or state)."""
         return tree_digest(self.root, exclude=NOT_CONTENT)
+
+    @contextlib.contextmanager
+    def build_lock(self) -> Iterator[None]:
+        """Held for a whole build (design to gate): builds into one library run one at a
+        time, whichever process or thread runs them, so N concurrent builds give the
+        library N serial ones would (a design reads the manifest it will be gated into)."""
+        with exclusive_lock(self._build_lock_path):
+            yield
 
     # -- staging -----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -130,11 +139,13 @@ class ToolLibrary:
             final = self.root / version["path"]
             if final.parent != self.tools_dir / name:
                 raise mf.ManifestError(f"version path {version['path']!r} is not under tools/")
+            # The manifest change is made (and may refuse) before any file moves, so a
+            # refused commit leaves no version directory behind.
+            mf.add_version(manifest, name, answers, version)
+            mf.bump(manifest)
             final.parent.mkdir(parents=True, exist_ok=True)
             os.rename(staged, final)
             fsync_dir(final.parent)
-            mf.add_version(manifest, name, answers, version)
-            mf.bump(manifest)
             atomic_write_json(self.manifest_path, manifest)
             self._changed(manifest)
             return Commit(manifest, previous, final, name, version["version"])

@@ -20,6 +20,7 @@ import orjson
 from binloop.core.config import Config
 from binloop.core.errors import OutputError
 from binloop.core.events import BINEvent, dumps_event
+from binloop.core.redact import redact_dead_letter, redact_record
 from binloop.core.schema import DeadLetter, ToolInvocation, dumps_record
 from binloop.replay.jsonl import CheckLine, JsonlFileWriter, check_output_path, event_key
 
@@ -74,7 +75,13 @@ def late_letter(rec: ToolInvocation) -> DeadLetter:
 
 
 def dumps_dead(letter: DeadLetter) -> bytes:
-    return orjson.dumps(letter.to_json())
+    """A dead letter as JSON, redacted (its raw input may hold secrets)."""
+    return orjson.dumps(redact_dead_letter(letter).to_json())
+
+
+def dumps_late(rec: ToolInvocation) -> bytes:
+    """A late record as JSON, its args and error redacted."""
+    return dumps_record(redact_record(rec))
 
 
 class Outputs:
@@ -113,7 +120,7 @@ class Outputs:
 
     def late(self, records: Iterable[ToolInvocation]) -> None:
         if self._late is not None:
-            self._late.write([dumps_record(rec) for rec in records])
+            self._late.write([dumps_late(rec) for rec in records])
         else:
             self.dead(late_letter(rec) for rec in records)
 

@@ -99,6 +99,20 @@ def cases_file(design: Design) -> bytes:
     return orjson.dumps(design.cases_json(), option=orjson.OPT_INDENT_2) + b"\n"
 
 
+def tool_files(tool_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, bytes]]:
+    """(cases, metadata, the files the tool's worker gets) of a packaged tool directory.
+
+    The worker never sees `acceptance/` (the expected outputs) nor `tool.json`."""
+    from pipeline_runner.sandbox.runner import read_tree
+
+    files = read_tree(tool_dir)
+    cases = orjson.loads(files["acceptance/cases.json"])
+    meta = orjson.loads(files["tool.json"])
+    runnable = {rel: data for rel, data in files.items()
+                if not rel.startswith("acceptance/") and rel != "tool.json"}
+    return cases, meta, runnable
+
+
 def load_target(name: str, **options: Any) -> Target:
     if name == "python":
         from pipeline_runner.targets.python import PythonTarget

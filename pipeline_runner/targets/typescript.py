@@ -6,30 +6,43 @@ validator object like the SDK's `emptyPluginConfigSchema()`, `register` calling
 `api.registerTool({name, label, description, parameters, execute})`), the manifest
 under both names the bot reads during its rename (`openclaw.plugin.json`,
 `bot.plugin.json`), `package.json` with `openclaw.extensions`, `types/hanzo-bot.d.ts`
-(the bot's own contract, restated), `tool.json`, and the acceptance tests
-`acceptance/cases.json` + `acceptance/acceptance.test.mjs` (node's test runner; node >=
-22.18 strips the types of `index.ts` itself), which hosts the plugin with
-`acceptance/plugin_host.mjs` (the same host binloop's tool host uses).
+(the bot's own contract, restated), `tool.json`, and the acceptance cases
+`acceptance/cases.json`.
 
-Check: `tsc --strict --noEmit` twice, against the real SDK types (the `openclaw` npm
-package, pinned, installed into the toolchain cache) and against the Hanzo bot's
-contract (`types/hanzo-bot.d.ts`, whose declarations restate hanzoai/bot's
+Check: `tsc --strict --noEmit` twice, sandboxed, against the real SDK types (the
+`openclaw` npm package, pinned, installed into the toolchain cache) and against the Hanzo
+bot's contract (`types/hanzo-bot.d.ts`, whose declarations restate hanzoai/bot's
 src/plugins/types.ts; where the two differ, the bot's types are the contract). The
 tsconfigs of the check are written at check time (they name the cache) and are not part
-of the tool. Node, tsc and the SDK come from `pipeline_runner.toolchain`.
+of the tool.
+
+Tests: the plugin runs alone in a sandboxed node worker (binloop's
+`harness/serve_plugin.mjs` + `plugin_host.mjs`, the same host agents use; node >= 22.18
+strips the types of `index.ts` itself; no cases in view) and binloop's parent process
+judges each reply (:mod:`pipeline_runner.targets.acceptance`). Node, tsc and the SDK come
+from `pipeline_runner.toolchain`.
 """
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
 from pipeline_runner.design import Design
-from pipeline_runner.sandbox import Limits, Sandbox
-from pipeline_runner.targets import StageRun, cases_file, checked_sources, metadata, run_steps
+from pipeline_runner.sandbox import Limits, Sandbox, SandboxMode, require
+from pipeline_runner.sandbox.client import ToolWorker
+from pipeline_runner.targets import (
+    StageRun,
+    cases_file,
+    checked_sources,
+    metadata,
+    run_steps,
+    tool_files,
+)
+from pipeline_runner.targets.acceptance import acceptance_stage
 from pipeline_runner.toolchain import NodeToolchain, PluginSdk, ensure_plugin_sdk, ensure_typescript
 
 COMPILER_OPTIONS: Final[dict[str, object]] = {
@@ -64,7 +77,9 @@ class TypeScriptTarget:
     entry = "index.ts"
 
     def __init__(self, cache_dir: Path | None = None, typescript: str = "5.9.3",
-                 check_limits: Limits | None = None, test_limits: Limits | None = None) -> None:
+                 check_limits: Limits | None = None, test_limits: Limits | None = None,
+                 sandbox_mode: SandboxMode = "strict") -> None:
+        self.sandbox_mode: SandboxMode = sandbox_mode
         self.cache_dir = cache_dir or Path.home() / ".cache" / "binloop" / "toolchain"
         self.typescript = typescript
         self.check_limits = check_limits or Limits(wall_s=180, cpu_s=120)
@@ -80,7 +95,8 @@ class TypeScriptTarget:
             self._toolchain = ensure_typescript(self.cache_dir, self.typescript)
             self._sdk = ensure_plugin_sdk(self.cache_dir)
             self._sandbox = Sandbox(readable=[*self._toolchain.readable(), self._sdk.root],
-                                    path_dirs=[str(self._toolchain.node.parent)])
+                                    path_dirs=[str(self._toolchain.node.parent)],
+                                    isolation=require(self.sandbox_mode))
         return self._toolchain, self._sandbox
 
     def sdk(self) -> PluginSdk:
@@ -114,13 +130,10 @@ class TypeScriptTarget:
                 "name": plugin, "version": "1.0.0", "private": True,
                 "type": "module", "description": design.description,
                 "openclaw": {"extensions": ["./index.ts"]},
-                "scripts": {"test": "node --test acceptance/"},
                 "binloop": {"answers": design.answers, "designer": design.designer}}),
             BOT_TYPES: harness.joinpath("hanzo-bot.d.ts").read_bytes(),
             "tool.json": metadata(design, self.name, self.entry),
             "acceptance/cases.json": cases_file(design),
-            "acceptance/acceptance.test.mjs": harness.joinpath("acceptance.test.mjs").read_bytes(),
-            "acceptance/plugin_host.mjs": harness.joinpath("plugin_host.mjs").read_bytes(),
         }
 
     def check(self, tool_dir: Path) -> StageRun:
@@ -136,8 +149,31 @@ class TypeScriptTarget:
         return run_steps(steps)
 
     def test(self, tool_dir: Path) -> StageRun:
-        toolchain, sandbox = self.toolchain()
-        node = [str(toolchain.node), "--test", "--test-reporter=spec",
-                "--disable-warning=ExperimentalWarning", "acceptance/acceptance.test.mjs"]
-        return run_steps([("node --test", lambda: sandbox.run(node, tool_dir, self.test_limits,
-                                                              {"NODE_DISABLE_COLORS": "1"}))])
+        toolchain, _ = self.toolchain()
+        cases, meta, files = tool_files(tool_dir)
+        sandbox = Sandbox(readable=[toolchain.node.resolve().parent.parent],
+                          path_dirs=[str(toolchain.node.parent)],
+                          isolation=require(self.sandbox_mode))
+
+        def start() -> ToolWorker:
+            return ToolWorker(sandbox, "typescript", files, self.entry, self.test_limits,
+                              start_timeout_s=min(30.0, self.test_limits.wall_s),
+                              node=str(toolchain.node))
+
+        return acceptance_stage(start, cases, meta, self.test_limits.wall_s, True,
+                                lambda ready: plugin_contract(ready, meta))
+
+
+def plugin_contract(ready: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """What the plugin's one registered tool must declare (from its worker's ready line)."""
+    problems = []
+    if ready.get("name") != meta.get("name"):
+        problems.append(f"the registered tool is {ready.get('name')!r}, the design's is "
+                        f"{meta.get('name')!r}")
+    for key in ("label", "description"):
+        if not isinstance(ready.get(key), str) or not ready.get(key):
+            problems.append(f"the tool's {key} must be a non-empty string")
+    parameters = ready.get("parameters")
+    if not isinstance(parameters, dict) or parameters.get("type") != "object":
+        problems.append("the tool's parameters must be an object schema")
+    return problems

@@ -151,6 +151,11 @@ def _library(lib: dict[str, Any]) -> list[str]:
         return [f"{head}: {lib['state']}{detail}"]
     counts = ", ".join(f"{n} {status}" for status, n in lib["by_status"].items())
     lines = [f"{head}: manifest version {lib['version']}, {len(lib['tools'])} tools: {counts}"]
+    unsafe = lib.get("unsafe_builds") or []
+    if unsafe:
+        built = ", ".join(f"{u['tool']} v{u['version']}" for u in unsafe)
+        lines.append(f"  WARNING: built with --sandbox unsafe (generated code ran unconfined): "
+                     f"{built}")
     for t in lib["tools"]:
         lines.append(f"  {shown(t['name'])} v{t['version']} {t['status']} ({t['target']}) "
                      f"answers {shown(t['answers']['tool'])} "

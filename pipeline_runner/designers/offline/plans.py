@@ -10,12 +10,11 @@ learn enough raises :class:`NoDesign` (the build then rolls back cleanly).
 
 from __future__ import annotations
 
-import copy
 import importlib
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from binloop.core.schema import ToolInvocation
@@ -25,7 +24,6 @@ from pipeline_runner.designers.offline.templates._common import (
     distance,
     kind_of,
     normalize,
-    set_at,
     values_at,
 )
 
@@ -90,6 +88,21 @@ def case(name: str, params: dict[str, Any], expect: dict[str, Any],
          reproduces: str | None = None, invoke: list[dict[str, Any]] | None = None
          ) -> AcceptanceCase:
     return AcceptanceCase(name, [Step(params, expect)], invoke, reproduces)
+
+
+def unique_case_names(cases: list[AcceptanceCase]) -> list[AcceptanceCase]:
+    """`cases` with a repeated name numbered (`name`, `name_2`, ...): a plan may
+    derive two cases of one kind from evidence that differs only in detail."""
+    taken: set[str] = set()
+    out = []
+    for item in cases:
+        name, number = item.name, 2
+        while name in taken:
+            name = f"{item.name}_{number}"
+            number += 1
+        taken.add(name)
+        out.append(item if name == item.name else replace(item, name=name))
+    return out
 
 
 def object_input(args_schema: dict[str, Any], extra: dict[str, Any],
@@ -196,7 +209,10 @@ def plan_args(ctx: Context) -> Plan:
     reproductions: list[tuple[ToolInvocation, dict[str, Any]]] = []
     for rec in _distinct_by_args(ctx.evidence):
         learned, extra = _arg_rules(rec)
-        rules.extend(r for r in learned if r not in rules)
+        # Errors that differ only in wording (a suffix, a code) teach the same rule: the
+        # first message is kept.
+        known = [_without_message(r) for r in rules]
+        rules.extend(r for r in learned if _without_message(r) not in known)
         reproductions.append((rec, {"args": rec["args"], **extra}))
     if not rules:
         raise NoDesign("no argument rule could be learned from the errors in the evidence")
@@ -206,17 +222,20 @@ def plan_args(ctx: Context) -> Plan:
     for number, (rec, params) in enumerate(reproductions, 1):
         out = evaluate(config, params)
         if out["ok"]:
-            continue
+            raise NoDesign(f"the learned rules do not flag failing call {number} of the "
+                           "evidence")
         cases.append(case(f"flags_failure_{number}", params, pattern(out), rec["id"]))
         if out["repaired"]:
             fixed = {**params, "args": out["args"]}
             passed = evaluate(config, fixed)
             if not passed["ok"]:
                 raise NoDesign("the repaired arguments do not pass the learned rules")
-            cases.append(case(f"repaired_args_pass_{number}", fixed, pattern(passed)))
-    if not cases:
-        raise NoDesign("the learned rules do not flag the failing calls of the evidence")
-    cases.extend(_args_extra_cases(config, reproductions[0][1], evaluate))
+            # from the real call, then the tool's own repair of it
+            cases.append(AcceptanceCase(f"repaired_args_pass_{number}", [
+                Step(params, pattern(out)),
+                Step({**params, "args": "$prev.args"}, pattern(passed))], None, rec["id"]))
+    cases.extend(_args_extra_cases(config, reproductions[0][1], evaluate,
+                                   reproductions[0][0]["id"]))
     extra_inputs: dict[str, Any] = {"alternatives": {
         "type": "array", "items": {"type": "string"},
         "description": "candidate values to use instead of a refused one"}}
@@ -236,14 +255,19 @@ def plan_args(ctx: Context) -> Plan:
         config, object_input(learn.loosen(ctx.args_schema), extra_inputs), CHECK_OUTPUT, cases)
 
 
+def _without_message(rule: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in rule.items() if k != "message"}
+
+
 def _args_extra_cases(config: dict[str, Any], params: dict[str, Any],
-                      evaluate: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
-                      ) -> list[AcceptanceCase]:
+                      evaluate: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]],
+                      reproduces: str) -> list[AcceptanceCase]:
     extra: list[AcceptanceCase] = []
     for rule in config["rules"]:
         if rule["kind"] == "sum_equals" and rule["param"] in params:
             bare = {k: v for k, v in params.items() if k != rule["param"]}
-            extra.append(case("sum_needs_expected_total", bare, pattern(evaluate(config, bare))))
+            extra.append(case("sum_needs_expected_total", bare, pattern(evaluate(config, bare)),
+                              reproduces))
         if rule["kind"] == "forbidden_kind":
             values = [v for _, v in values_at(params["args"], rule["path"]) if isinstance(v, str)]
             if values:
@@ -252,7 +276,7 @@ def _args_extra_cases(config: dict[str, Any], params: dict[str, Any],
                 out = evaluate(config, swap)
                 if not any(i["rule"] == "forbidden_kind" for i in
                            evaluate(config, {**swap, "args": out["args"]})["issues"]):
-                    extra.append(case("swaps_refused_value", swap, pattern(out)))
+                    extra.append(case("swaps_refused_value", swap, pattern(out), reproduces))
     return extra
 
 
@@ -282,9 +306,9 @@ def plan_notfound(ctx: Context) -> Plan:
         cases.append(case(f"resolves_missing_{number}", params, pattern(out), rec["id"]))
         unknown = {"args": args, "known": [*others, "zz_unrelated_record_0"]}
         cases.append(case(f"reports_unresolvable_{number}", unknown,
-                          pattern(evaluate(config, unknown))))
+                          pattern(evaluate(config, unknown)), rec["id"]))
         cases.append(case(f"accepts_existing_{number}", {"args": args, "known": present},
-                          pattern(evaluate(config, {"args": args, "known": present}))))
+                          pattern(evaluate(config, {"args": args, "known": present})), rec["id"]))
     if not cases:
         raise NoDesign("could not reproduce the missing reference from the evidence")
     return Plan(
@@ -342,12 +366,13 @@ def plan_conflict(ctx: Context) -> Plan:
         spare = {**state, **{learn.bump_identifier(v, 7): True for v in busy}}
         swapped = {"args": args, "state": spare}
         cases.append(case(f"offers_alternative_{number}", swapped,
-                          pattern(evaluate(config, swapped))))
+                          pattern(evaluate(config, swapped)), rec["id"]))
         counted = {"args": args, "state": {v: (0 if v in busy else 3) for v in present}, "need": 1}
         cases.append(case(f"counts_remaining_{number}", counted,
-                          pattern(evaluate(config, counted))))
+                          pattern(evaluate(config, counted)), rec["id"]))
         free = {"args": args, "state": dict.fromkeys(present, True)}
-        cases.append(case(f"passes_when_free_{number}", free, pattern(evaluate(config, free))))
+        cases.append(case(f"passes_when_free_{number}", free, pattern(evaluate(config, free)),
+                          rec["id"]))
     if not cases:
         raise NoDesign("could not reproduce the conflict from the evidence")
     return Plan(
@@ -395,7 +420,7 @@ def plan_perm(ctx: Context) -> Plan:
         grants = [i["value"] for i in out["issues"]]
         granted = {"args": rec["args"], "granted": grants}
         cases.append(case(f"passes_when_granted_{number}", granted,
-                          pattern(evaluate(config, granted))))
+                          pattern(evaluate(config, granted)), rec["id"]))
     if not cases:
         raise NoDesign("the learned refusals do not flag the evidence")
     return Plan(
@@ -412,9 +437,6 @@ def plan_perm(ctx: Context) -> Plan:
 
 # -- SYNTAX ------------------------------------------------------------------------------
 _EXPRESSION_LIKE = re.compile(r"^[\d\s+\-*/().\u00d7\u00f7\u2212%]+$")
-_SAMPLES: Final = {"json": "{'a': 1, 'b': [1, 2,],}", "expression": "(2 + 3 \u00d7 4",
-                   "text": "bad\x00text "}
-
 
 def _text_kind(value: str) -> str:
     stripped = value.strip()
@@ -442,15 +464,12 @@ def plan_syntax(ctx: Context) -> Plan:
         cases.append(case(f"flags_malformed_{number}", params, pattern(out), rec["id"]))
         if out["repaired"]:
             fixed = {"args": out["args"]}
-            cases.append(case(f"repaired_is_valid_{number}", fixed,
-                              pattern(evaluate(config, fixed))))
+            cases.append(AcceptanceCase(f"repaired_is_valid_{number}", [
+                Step(params, pattern(out)),
+                Step({"args": "$prev.args"}, pattern(evaluate(config, fixed)))],
+                None, rec["id"]))
     if not cases:
         raise NoDesign("the text arguments of the evidence are well-formed: nothing to repair")
-    for field_spec in fields:
-        sample = {"args": _set_generic(ctx.evidence[-1]["args"], field_spec["path"],
-                                       _SAMPLES[field_spec["kind"]])}
-        cases.append(case(f"repairs_sample_{field_spec['kind']}_{len(cases)}", sample,
-                          pattern(evaluate(config, sample))))
     return Plan(
         "repair", "repair",
         f"Validates the text arguments of {ctx.tool} (JSON, expressions, text) and repairs "
@@ -459,16 +478,6 @@ def plan_syntax(ctx: Context) -> Plan:
         "trailing commas, close brackets. Expressions: normalise operators, drop trailing "
         "operators, balance parentheses. Text: drop control characters.",
         config, object_input(learn.loosen(ctx.args_schema), {}), CHECK_OUTPUT, cases[:20])
-
-
-def _set_generic(args: dict[str, Any], generic: str, value: str) -> dict[str, Any]:
-    """A copy of args with the first value at a generic path set (or a top-level key)."""
-    found = values_at(args, generic)
-    if found:
-        return set_at(args, found[0][0], value)
-    result = copy.deepcopy(args)
-    result[generic.split(".")[0].strip("[]")] = value
-    return result
 
 
 # -- RUNTIME -----------------------------------------------------------------------------
@@ -486,16 +495,21 @@ def plan_runtime(ctx: Context) -> Plan:
     if normalize(surprise) in known:
         surprise = "another unexpected condition"
     cases = [
-        AcceptanceCase("skips_known_crash", [Step({"args": first["args"]}, {
-            "ok": False, "known_failure": True, "skipped": True, "$calls": 0})], [], first["id"]),
+        AcceptanceCase(f"skips_known_crash_{number}", [Step({"args": rec["args"]}, {
+            "ok": False, "known_failure": True, "skipped": True, "$calls": 0})], [], rec["id"])
+        for number, rec in enumerate(_distinct_by_args(ctx.evidence), 1)]
+    cases += [
         AcceptanceCase("passes_result_through", [Step({"args": other}, {
-            "ok": True, "result": {"ok": True}, "$calls": 1})], [{"result": {"ok": True}}]),
+            "ok": True, "result": {"ok": True}, "$calls": 1})], [{"result": {"ok": True}}],
+            first["id"]),
         AcceptanceCase("classifies_known_failure", [Step({"args": other}, {
             "ok": False, "known_failure": True, "skipped": False, "$calls": 1})],
-            [{"error": errors[-1]}]),
+            [{"error": errors[-1]}], first["id"]),
         AcceptanceCase("reports_new_failure", [Step({"args": other}, {
-            "ok": False, "known_failure": False, "$calls": 1})], [{"error": surprise}]),
-        AcceptanceCase("needs_an_invoker", [Step({"args": other}, {"ok": False, "skipped": True})]),
+            "ok": False, "known_failure": False, "$calls": 1})], [{"error": surprise}],
+            first["id"]),
+        AcceptanceCase("needs_an_invoker", [Step({"args": other}, {"ok": False, "skipped": True})],
+                       None, first["id"]),
     ]
     return Plan(
         "guard", "guard",
@@ -520,20 +534,24 @@ def plan_network(ctx: Context) -> Plan:
     permanent = "invalid argument: unknown field"
     if any(p in normalize(permanent) for p in transient):
         permanent = "rejected: bad input"
-    args = ctx.evidence[-1]["args"]
-    quick = {"args": args, "base_delay_ms": 1}
+    last = ctx.evidence[-1]
+    quick = {"args": last["args"], "base_delay_ms": 1}
     cases = [
-        AcceptanceCase("recovers_after_transient_failures", [Step(quick, {
-            "ok": True, "attempts": 3, "result": {"ok": True}, "$calls": 3})],
-            [{"error": errors[0]}, {"error": errors[-1]}, {"result": {"ok": True}}],
-            ctx.evidence[-1]["id"]),
+        AcceptanceCase(f"recovers_after_transient_failures_{number}", [
+            Step({"args": rec["args"], "base_delay_ms": 1}, {
+                "ok": True, "attempts": 3, "result": {"ok": True}, "$calls": 3})],
+            [{"error": errors[0]}, {"error": _error(rec) or errors[-1]},
+             {"result": {"ok": True}}], rec["id"])
+        for number, rec in enumerate(_distinct_by_args(ctx.evidence), 1)]
+    cases += [
         AcceptanceCase("gives_up_after_max_attempts", [Step({**quick, "max_attempts": 3}, {
             "ok": False, "attempts": 3, "retryable": True, "$calls": 3})],
-            [{"error": errors[0]}] * 3),
+            [{"error": errors[0]}] * 3, last["id"]),
         AcceptanceCase("does_not_retry_permanent_errors", [Step(quick, {
             "ok": False, "attempts": 1, "retryable": False, "$calls": 1})],
-            [{"error": permanent}]),
-        AcceptanceCase("needs_an_invoker", [Step(quick, {"ok": False, "attempts": 0})]),
+            [{"error": permanent}], last["id"]),
+        AcceptanceCase("needs_an_invoker", [Step(quick, {"ok": False, "attempts": 0})], None,
+                       last["id"]),
     ]
     return Plan(
         "retry", "with_retry",
@@ -558,10 +576,14 @@ def plan_timeout(ctx: Context) -> Plan:
     config = {"tool": ctx.tool, "wait_ms": wait_ms}
     args = ctx.evidence[-1]["args"]
     error = next((_error(r) for r in reversed(ctx.evidence) if _error(r)), "operation timed out")
+    last = ctx.evidence[-1]["id"]
     cases = [
-        AcceptanceCase("returns_fast_results", [Step({"args": args, "wait_ms": 5000}, {
-            "ok": True, "status": "done", "result": {"v": 1}, "$calls": 1})],
-            [{"result": {"v": 1}}]),
+        AcceptanceCase(f"returns_fast_results_{number}", [
+            Step({"args": rec["args"], "wait_ms": 5000}, {
+                "ok": True, "status": "done", "result": {"v": 1}, "$calls": 1})],
+            [{"result": {"v": 1}}], rec["id"])
+        for number, rec in enumerate(_distinct_by_args(ctx.evidence), 1)]
+    cases += [
         AcceptanceCase("keeps_slow_calls_running", [
             Step({"args": args, "wait_ms": 10}, {"ok": True, "status": "running",
                                                  "job_id": {"$type": "string"}}),
@@ -569,11 +591,12 @@ def plan_timeout(ctx: Context) -> Plan:
                 "ok": True, "status": "done", "result": {"v": 2}, "$calls": 1})],
             [{"delay_ms": 300, "result": {"v": 2}}], ctx.evidence[-1]["id"]),
         AcceptanceCase("reports_failures", [Step({"args": args, "wait_ms": 5000}, {
-            "ok": False, "status": "failed"})], [{"error": error}]),
-        AcceptanceCase("unknown_job", [Step({"job_id": "job-unknown"}, {
-            "ok": False, "status": "unknown"})]),
+            "ok": False, "status": "failed"})], [{"error": error}], last),
+        AcceptanceCase("unknown_job", [Step({"args": args, "job_id": "job-unknown"}, {
+            "ok": False, "status": "unknown"})], None, last),
         AcceptanceCase("needs_an_invoker", [Step({"args": args}, {"ok": False,
-                                                                  "status": "failed"})]),
+                                                                  "status": "failed"})],
+                       None, last),
     ]
     schema = {"type": "object", "properties": {
         "args": ctx.args_schema or {"type": "object"},
@@ -620,15 +643,18 @@ def plan_tool_gap(ctx: Context) -> Plan:
                        f"{ctx.tool}; the offline designer cannot invent its behaviour (use an "
                        "LLM designer)")
     config = {"tool": ctx.tool, "alias": alias}
-    args = ctx.evidence[-1]["args"]
+    args, last = ctx.evidence[-1]["args"], ctx.evidence[-1]["id"]
     cases = [
-        AcceptanceCase("forwards_to_the_existing_tool", [Step(args, {
+        AcceptanceCase(f"forwards_to_the_existing_tool_{number}", [Step(rec["args"], {
             "ok": True, "via": alias, "result": {"ok": True}, "$calls": 1})],
-            [{"result": {"ok": True}}], ctx.evidence[-1]["id"]),
+            [{"result": {"ok": True}}], rec["id"])
+        for number, rec in enumerate(_distinct_by_args(ctx.evidence), 1)]
+    cases += [
         AcceptanceCase("reports_its_failure", [Step(args, {"ok": False, "via": alias,
                                                             "$calls": 1})],
-                       [{"error": "the existing tool failed"}]),
-        AcceptanceCase("needs_an_invoker", [Step(args, {"ok": False, "via": alias})]),
+                       [{"error": "the existing tool failed"}], last),
+        AcceptanceCase("needs_an_invoker", [Step(args, {"ok": False, "via": alias})], None,
+                       last),
     ]
     return Plan(
         "alias", "", f"Provides the missing tool {ctx.tool} by calling {alias}, the existing "

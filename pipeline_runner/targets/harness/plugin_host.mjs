@@ -1,8 +1,8 @@
 // The trusted host side of a binloop-generated Hanzo bot plugin (written by binloop, not
 // by a designer): register(api) with an api of the real plugin API's shape (the members
 // a tool plugin may use; nothing the bot lacks), and the one tool it registers. Used by
-// the acceptance tests (acceptance.test.mjs) and by binloop's tool host
-// (serve_plugin.mjs), so that both load a plugin exactly the same way.
+// serve_plugin.mjs, the sandboxed worker of both the acceptance run and the tool host,
+// so that tests and agents load a plugin exactly the same way.
 //
 // A tool that calls another tool gets that call from the host through the module's
 // `binloopHost(invoke)` export (binloop's own contract; the bot never sees it).

@@ -9,6 +9,10 @@
 //   host -> agent   {"type": "result", "id", "details", "text"} | {"type": "error", "id", "message"}
 //   host -> agent   {"type": "invoke", "id", "tool", "params"}   (the plugin's tool calls another)
 //   agent -> host   {"type": "invoke_result", "id", "result"} | {"type": "invoke_error", "id", "message"}
+//   agent -> host   {"type": "reset", "invoke": bool} -> host -> agent {"type": "reset_done"}
+//                   (register afresh, with the host's invoke or without)
+// It runs inside binloop's sandbox (pipeline_runner.sandbox): nothing it prints is a
+// verdict; the parent judges every reply.
 // stdout carries only protocol lines (console output of the plugin goes to stderr). The
 // host ends when stdin closes (after the calls in flight).
 import { createInterface } from "node:readline";
@@ -67,7 +71,7 @@ if (!entry) {
   process.exit(2);
 }
 const module = await import(pathToFileURL(entry).href);
-const tool = registerPlugin(module, invoke, logger);
+let tool = registerPlugin(module, invoke, logger);
 send({ type: "ready", name: tool.name, label: tool.label, description: tool.description,
   parameters: tool.parameters });
 
@@ -81,6 +85,10 @@ lines.on("line", (line) => {
     return;
   }
   if (message.type === "execute") void execute(tool, message);
+  else if (message.type === "reset") {
+    tool = registerPlugin(module, message.invoke === false ? undefined : invoke, logger);
+    send({ type: "reset_done" });
+  }
   else if (message.type === "invoke_result" || message.type === "invoke_error") settle(message);
   else send({ type: "error", id: message.id ?? null, message: `unknown type ${message.type}` });
 });

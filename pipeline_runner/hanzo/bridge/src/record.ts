@@ -3,7 +3,7 @@
 // infers it from the error text in its own parse step (one classifier for every source),
 // unless the tool says its mode as a leading `CODE.detail:` and failureModePrefix is on.
 import { createHash } from "node:crypto";
-import { redactText, redactValue } from "./redact.ts";
+import { redactArgs, redactError } from "./redact.ts";
 
 export type TelemetryRecord = {
   id: string;
@@ -72,14 +72,14 @@ export function toRecord(event: ToolCallEvent, ctx: ToolCallContext, options: { 
     session_id: sessionOf(ctx),
     ts: options.now ?? Date.now(),
     tool: event.toolName,
-    args: redactValue(params) as Record<string, unknown>,
+    args: redactArgs(params),
     outcome: error === undefined ? "success" : (failureMode?.startsWith("TIMEOUT") ? "timeout" : "failure"),
     failure_mode: failureMode,
   };
   if (typeof event.durationMs === "number" && event.durationMs >= 0) record.duration_ms = Math.round(event.durationMs);
   const agent = ctx.agentId ?? options.agentId;
   if (agent) record.agent_id = agent;
-  if (error !== undefined) record.error = redactText(error).slice(0, ERROR_MAX_CHARS);
+  if (error !== undefined) record.error = redactError(error).slice(0, ERROR_MAX_CHARS);
   // The call's own ids make the record id unique per call and stable on a re-send.
   const body = canonical({ ...record, id: undefined, call: `${event.runId ?? ctx.runId ?? ""}:${event.toolCallId ?? ctx.toolCallId ?? ""}` });
   record.id = createHash("sha256").update(body, "utf8").digest("hex");
