@@ -63,6 +63,8 @@ class SnapshotError(ValueError):
 def params_to_plain(params: DetectionParams) -> dict[str, Any]:
     plain: dict[str, Any] = {}
     for f in fields(params):
+        if not f.init:  # derived from the others (`config_digest`)
+            continue
         value = getattr(params, f.name)
         if isinstance(value, WindowSpec):
             value = str(value)
@@ -73,7 +75,9 @@ def params_to_plain(params: DetectionParams) -> dict[str, Any]:
 
 
 def params_from_plain(plain: dict[str, Any]) -> DetectionParams:
-    values = dict(plain)
+    init = {f.name for f in fields(DetectionParams) if f.init}
+    values = {name: value for name, value in plain.items() if name in init or name not in
+              {f.name for f in fields(DetectionParams)}}
     values["window"] = WindowSpec.parse(values["window"])
     for f in fields(DetectionParams):
         if isinstance(getattr(DetectionParams(), f.name), frozenset) and f.name in values:
