@@ -103,7 +103,16 @@ def _host_paths(readable: list[Path]) -> list[str]:
     with contextlib.suppress(OSError):
         candidates += sorted(home.iterdir())[:20]
     return [str(p) for p in candidates
-            if p.exists() and not any(r == p or r.is_relative_to(p) for r in readable)]
+            if _exists(p) and not any(r == p or r.is_relative_to(p) for r in readable)]
+
+
+def _exists(path: Path) -> bool:
+    """Whether this user can see `path` at all (a home it may not enter holds nothing it
+    could leak: Path.exists raises there)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def require(mode: SandboxMode) -> Isolation:
