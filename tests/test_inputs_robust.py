@@ -420,7 +420,7 @@ def test_publish_of_a_damaged_file_publishes_the_good_part_and_says_so(
     (dead,) = [line for line in lines if line.startswith("dead-letter: ")]
     assert "truncated gzip stream" in dead
     assert any(line.startswith(f"published {good:,} records") for line in lines)
-    assert lines[-1].startswith("binloop publish: error: damaged input")
+    assert lines[-1].startswith("binloop publish: error: input not published at ")
 
     async def stored() -> int:
         nc = await connect(nats_server.url, "test", 5)

@@ -280,18 +280,25 @@ async def publish_messages(js: JetStreamContext, items: Iterable[Message],
     return stats
 
 
+# A line longer than any NATS server accepts (its max_payload is at most 64 MiB) is
+# refused while it is read, not held whole; shorter ones go to the server, which judges.
+PUBLISH_LINE_MAX_BYTES = 64 << 20
+
+
 def read_lines(path: str, damaged: list[str] | None = None) -> Iterator[bytes]:
     """Lines of a JSONL (or JSONL.gz) file, without line ends. What the reader refuses
-    (an oversized line, a damaged file's rest) is not published: each is a dead letter on
-    stderr, and a damaged file's name is added to `damaged`."""
+    (a line no server can take, a damaged file's rest) is not published: each is a dead
+    letter on stderr, and its `source:position` is added to `damaged`."""
     import sys
 
+    from binloop.core.reading import ReadOptions
     from binloop.replay.inputs import InputReader
 
-    for chunk in InputReader(path, 4096):
+    options = ReadOptions(max_line_bytes=PUBLISH_LINE_MAX_BYTES)
+    for chunk in InputReader(path, 4096, options=options):
         for letter in chunk.rejects:
             sys.stderr.write("dead-letter: " + orjson.dumps(letter.to_json()).decode() + "\n")
-            if letter.reason.startswith("damaged file") and damaged is not None:
-                damaged.append(letter.source)
+            if damaged is not None:
+                damaged.append(f"{letter.source}:{letter.position}")
         for item in chunk.items:
             yield item if isinstance(item, bytes) else orjson.dumps(item)

@@ -57,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
     if damaged:
         from binloop.core.errors import DataError
 
-        raise DataError(f"damaged input {', '.join(damaged)}: the records before the damage "
-                        "were published (see the dead letter)")
+        raise DataError(f"input not published at {', '.join(damaged[:3])}"
+                        f"{' ...' if len(damaged) > 3 else ''}: a damaged file (the records "
+                        "before the damage were published) or a line no server takes; see "
+                        "the dead letters")
     return 0
 
 
