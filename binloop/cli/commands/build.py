@@ -53,24 +53,24 @@ def select_event(path: Path, prefix: str | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline_runner.event_input import InvalidEvent
+    from pipeline_runner.event_input import InvalidEvent, check_event
     from pipeline_runner.factory import make_runner
 
     config = load_config(args)
-    if config.library:
-        from binloop.replay.jsonl import ensure_output_dir
-
-        ensure_output_dir(config.library)
     path = Path(args.event)
     if not path.is_file():
         raise InputError(f"event file {path} does not exist" if not path.exists()
                          else f"event file {path} is not a regular file")
     try:
-        event = select_event(path, args.event_id)
+        event = check_event(select_event(path, args.event_id))  # before anything is written
     except InvalidEvent as exc:
         raise DataError(str(exc)) from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if config.library:
+        from binloop.replay.jsonl import ensure_output_dir
+
+        ensure_output_dir(config.library)
     try:
         runner = make_runner(config)
     except (ImportError, AttributeError, TypeError) as exc:
