@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from pipeline_runner.factory import make_runner
 
     config = load_config(args)
+    if config.library:
+        check_creatable(Path(config.library))
     path = Path(args.event)
     if not path.is_file():
         raise InputError(f"event file {path} does not exist" if not path.exists()
@@ -89,3 +91,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"binloop build: {result.outcome.replace('_', ' ')}: {result.reason}",
               file=sys.stderr)
     return result.exit_code
+
+
+def check_creatable(library: Path) -> None:
+    """Raise OutputError unless `library` exists as a directory or can be made (checked
+    without writing anything: a refused event must leave no trace)."""
+    import os
+
+    from binloop.core.errors import OutputError
+
+    ancestor = library
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OutputError(f"cannot create library {library}: {ancestor} is not a directory")
+    if ancestor != library and not os.access(ancestor, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot create library {library}: {ancestor} is not writable")
