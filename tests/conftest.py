@@ -3,6 +3,9 @@ TypeScript toolchain, NATS servers, a library with a gated tool."""
 
 from __future__ import annotations
 
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,3 +51,29 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     tmp = tmp_path_factory.mktemp("gated")
     tool = build_library(tmp / "library", agent_failure_event(tmp))
     return tmp / "library", tool["name"]
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP listener on 127.0.0.1: (port, what connections sent). A sandboxed tool that
+    reaches it has network."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.1)
+    received: list[bytes] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            received.append(conn.recv(100) or b"(connected)")
+            conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], received
+    stop.set()
+    thread.join(timeout=5)
+    server.close()

@@ -9,11 +9,8 @@ left running, more memory or disk than the caps.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,30 +117,6 @@ def test_the_parent_environment_is_invisible(user: str) -> None:
     _code, _summary, audit, _ = build("reads_env", user)
     assert "HOSTILE env found []" in stage_output(audit)  # the attack ran, and found nothing
     assert "sk-BINLOOP_SECRET" not in orjson.dumps(audit).decode()
-
-
-@pytest.fixture
-def listener() -> Iterator[tuple[int, list[bytes]]]:
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.1)
-    got: list[bytes] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            got.append(conn.recv(64) or b"(connected)")
-            conn.close()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], got
-    stop.set()
-    thread.join(timeout=5)
-    server.close()
 
 
 def test_no_write_outside_and_no_loopback(user: str, listener: tuple[int, list[bytes]]) -> None:

@@ -7,11 +7,8 @@ Runs as whoever runs pytest; tests/test_sandbox_nonroot.py runs this file again 
 from __future__ import annotations
 
 import os
-import socket
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -107,30 +104,6 @@ def test_home_project_and_library_are_invisible(sandbox: Sandbox, tmp_path: Path
     assert " True" not in result.stdout, result.stdout
     assert "WROTE" not in result.stdout
     assert not (library / "x").exists() and not (project / "x").exists()
-
-
-@pytest.fixture
-def listener() -> Iterator[tuple[int, list[bytes]]]:
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.1)
-    received: list[bytes] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            received.append(conn.recv(100) or b"(connected)")
-            conn.close()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], received
-    stop.set()
-    thread.join(timeout=5)
-    server.close()
 
 
 def test_no_network_not_even_loopback(sandbox: Sandbox, listener: tuple[int, list[bytes]]
