@@ -292,6 +292,51 @@ def test_a_full_buffer_answers_429_and_loses_nothing(
     assert len(_records(out)) == 12
 
 
+def test_secrets_are_masked_before_the_sink_and_ids_stay(
+        receiver: tuple[ReceiverServer, Path]) -> None:
+    """What a real exporter sends with a password in the args and a token in the error
+    text reaches the file masked; the same export again gives the same records."""
+    server, out = receiver
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("leaky-agent")
+    token = "ghp_" + "aB3xY9" * 6
+    for attempt in range(2):  # the same text twice: the remembered verdict is the same
+        _tool_span(tracer, "http_get", {"gen_ai.conversation.id": SESSION},
+                   {"url": "https://api.example.com", "password": f"hunter{attempt}"},
+                   error=f"401 Unauthorized: Authorization: Bearer {token}")
+    provider.shutdown()
+    spans = list(memory.get_finished_spans())
+    auth = {"Authorization": "Bearer s3cret"}
+    exporter = ProtoExporter(endpoint=server.url + "/v1/traces", headers=auth)
+    assert exporter.export(spans) == SpanExportResult.SUCCESS
+    assert exporter.export(spans) == SpanExportResult.SUCCESS
+    text = out.read_text()
+    assert "hunter" not in text and token not in text and "[REDACTED]" in text
+    records = _records(out)
+    assert records[:2] == records[2:] and len({r["id"] for r in records}) == 2
+    assert records[0]["args"] == {"url": "https://api.example.com", "password": "[REDACTED]"}
+    assert records[0]["session_id"] == SESSION and records[0]["tool"] == "http_get"
+    assert server.receiver.stats.redacted_records == 4
+
+
+def test_args_nested_deeper_than_json_is_written_are_kept_as_text(
+        receiver: tuple[ReceiverServer, Path]) -> None:
+    server, out = receiver
+    request = proto_request(agent_spans(failures=1))
+    deep = request.resource_spans[0].scope_spans[0].spans.add()
+    nested = '{"a": ' + "[" * 400 + "]" * 400 + "}"
+    deep.attributes.extend([attribute("gen_ai.operation.name", "execute_tool"),
+                            attribute("gen_ai.tool.name", "deep"),
+                            attribute("gen_ai.tool.call.arguments", nested)])
+    deep.trace_id, deep.span_id = b"\x07" * 16, b"\x08" * 8
+    deep.end_time_unix_nano = 1_700_000_000_000_000_000
+    assert _post(server, request.SerializeToString()).status == 200
+    kept = [r for r in _records(out) if r["tool"] == "deep"]
+    assert len(kept) == 1 and kept[0]["args"] == {"_raw": nested}
+
+
 # --- the command, the job and NATS -----------------------------------------------------------
 
 def start_receiver(tmp_path: Path, *args: str, env: dict[str, str] | None = None

@@ -15,6 +15,9 @@ What it answers (OTLP/HTTP specification):
   is full); 503 with Retry-After: the sink cannot store now (NATS down or slow, the disk
   full). Nothing of such a request was accepted: the exporter retries it.
 
+Secrets in a record's args and error text are masked before the sink sees it
+(binloop.receiver.redacting: the one redactor's rules).
+
 Error bodies are a `google.rpc.Status` in the request's encoding. The receiver speaks
 plain HTTP: TLS is the job of a proxy in front (or of an OpenTelemetry Collector, which
 also turns OTLP/gRPC into OTLP/HTTP; docs/telemetry-in.md has a configuration).
@@ -40,6 +43,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from binloop.core.schema import RecordParser
+from binloop.receiver.redacting import redact_record
 from binloop.receiver.sinks import Sink, SinkUnavailable
 from binloop.replay.otlp import MalformedBody, decode_json, decode_protobuf, map_request
 
@@ -70,6 +74,7 @@ class ReceiverStats:
     records_stored: int = 0
     ignored_spans: int = 0
     rejected_spans: int = 0
+    redacted_records: int = 0  # records stored with at least one secret masked
     malformed: int = 0
     too_large: int = 0
     unauthorized: int = 0
@@ -151,7 +156,7 @@ class OtlpReceiver:
         except MalformedBody as exc:
             self.stats.add(malformed=1)
             raise Rejected(HTTPStatus.BAD_REQUEST, str(exc), _GRPC_INVALID_ARGUMENT) from None
-        mapped = map_request(request, RecordParser())
+        mapped = map_request(request, RecordParser(), redact=redact_record)
         spans = len(mapped.records) + mapped.ignored + len(mapped.rejected)
         self._admit(len(mapped.records))
         try:
@@ -165,7 +170,7 @@ class OtlpReceiver:
                 self._inflight -= len(mapped.records)
         self.stats.add(spans=spans, tool_spans=len(mapped.records) + len(mapped.rejected),
                        records_stored=len(mapped.records), ignored_spans=mapped.ignored,
-                       rejected_spans=len(mapped.rejected))
+                       rejected_spans=len(mapped.rejected), redacted_records=mapped.redacted)
         response = ExportTraceServiceResponse()
         if mapped.rejected:
             response.partial_success.rejected_spans = len(mapped.rejected)

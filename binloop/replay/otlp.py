@@ -12,8 +12,9 @@ that attribute, when its name is `execute_tool <tool>`. Field by field:
 - `session_id`: `gen_ai.conversation.id`, else `session.id`, else the trace id (hex)
 - `ts`: the span's end time in unix ms (its start time if it has no end)
 - `duration_ms`: end - start in ms (absent when start is missing or end < start)
-- `args`: `gen_ai.tool.call.arguments` when it is a JSON object (other JSON or text:
-  `{"_raw": text}`; an attribute map: that map), else `{}`
+- `args`: `gen_ai.tool.call.arguments` when it is a JSON object (other JSON, text, or an
+  object nested deeper than the 254 levels JSON is written with: `{"_raw": text}`; an
+  attribute map: that map), else `{}`
 - `outcome`: `failure` when the status is ERROR or `error.type` is set (`timeout` when
   the error type names a timeout or deadline, `cancelled` when it names a cancellation),
   else `success`
@@ -35,7 +36,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable
+from binascii import hexlify as _hexlify
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -50,9 +52,15 @@ from binloop.core.schema import STRING_FIELD_MAX_CHARS, InvalidRecord, RecordPar
 
 TOOL_OPERATION: Final = "execute_tool"
 _NAME_PREFIX: Final = "execute_tool "
+_PREFIX_LEN: Final = len(_NAME_PREFIX)
+_SESSION_KEYS: Final = ("gen_ai.conversation.id", "session.id")
 _ERROR: Final = Status.STATUS_CODE_ERROR
 _HEX_ID_FIELDS: Final = ("traceId", "spanId", "parentSpanId")
 _RAW_ARGS_MAX: Final = 2048
+_sha256: Final = hashlib.sha256
+# orjson reads JSON nested 1024 deep but writes only 254 levels; a text this short
+# cannot nest deeper (two characters a level).
+_ENCODABLE_TEXT: Final = 2 * 254
 
 
 class MalformedBody(ValueError):
@@ -66,11 +74,13 @@ class MappedSpans:
     records: list[dict[str, Any]] = field(default_factory=list)
     ignored: int = 0  # spans that are not tool executions
     rejected: list[str] = field(default_factory=list)  # a reason per invalid tool span
+    redacted: int = 0  # records that had a secret masked
 
     def extend(self, other: MappedSpans) -> None:
         self.records.extend(other.records)
         self.ignored += other.ignored
         self.rejected.extend(other.rejected)
+        self.redacted += other.redacted
 
 
 def decode_protobuf(body: bytes) -> ExportTraceServiceRequest:
@@ -130,63 +140,82 @@ def _convert_ids(item: dict[str, Any]) -> None:
 
 
 def map_request(request: ExportTraceServiceRequest, parser: RecordParser | None = None,
-                validate: bool = True) -> MappedSpans:
+                validate: bool = True,
+                redact: Callable[[dict[str, Any]], int] | None = None) -> MappedSpans:
     """Every span of the request: tool spans as records (failure_mode null), validated
-    unless the caller's parse step validates them (`validate=False`)."""
+    unless the caller's parse step validates them (`validate=False`). `redact` masks
+    secrets of a record in place before it is validated, and says how many."""
     check = (parser or RecordParser()).validate
     mapped = MappedSpans()
+    records, rejected = mapped.records, mapped.rejected
+    ignored = redacted = 0
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                attrs = {kv.key: kv.value for kv in span.attributes}
+                # Keyed once per span; a value is wrapped only when the mapping reads it
+                # (every upb field access builds a Python object: that is the cost here).
+                attrs = {kv.key: kv for kv in span.attributes}
                 tool = _tool_name(span, attrs)
                 if tool is None:
-                    mapped.ignored += 1
+                    ignored += 1
                     continue
                 try:
                     rec = span_record(span, attrs, tool)
+                    # A bound of the args' JSON size lets small args skip re-encoding
+                    # in the validator (the record is built normal already); masks
+                    # change the size: the validator measures it then.
+                    bound: int | None = args_size_bound(attrs)
+                    if redact is not None and redact(rec):
+                        redacted += 1
+                        bound = None
                     if validate:
-                        # A bound of the args' JSON size lets small args skip re-encoding
-                        # in the validator (the record is built normal already).
-                        rec = check(rec, args_size_bound(attrs))  # type: ignore[assignment]
-                    mapped.records.append(rec)
+                        rec = check(rec, bound)  # type: ignore[assignment]
+                    records.append(rec)
                 except InvalidRecord as exc:
-                    mapped.rejected.append(f"span {span.span_id.hex()}: {exc}")
+                    rejected.append(f"span {span.span_id.hex()}: {exc}")
+    mapped.ignored, mapped.redacted = ignored, redacted
     return mapped
 
 
-def _tool_name(span: Span, attrs: dict[str, AnyValue]) -> str | None:
+Attributes = dict[str, KeyValue]
+
+
+def _tool_name(span: Span, attrs: Attributes) -> str | None:
     """The tool of an execute_tool span, None for any other span."""
     operation = attrs.get("gen_ai.operation.name")
     named = attrs.get("gen_ai.tool.name")
     if operation is not None:
-        if operation.string_value != TOOL_OPERATION:
+        if operation.value.string_value != TOOL_OPERATION:
             return None
-        if named is not None and named.string_value:
-            return named.string_value
-        return span.name[len(_NAME_PREFIX):] if span.name.startswith(_NAME_PREFIX) else ""
-    if not span.name.startswith(_NAME_PREFIX):
+        if named is not None and (name := named.value.string_value):
+            return name
+        name = span.name
+        return name[_PREFIX_LEN:] if name.startswith(_NAME_PREFIX) else ""
+    name = span.name
+    if not name.startswith(_NAME_PREFIX):
         return None
-    if named is not None and named.string_value:
-        return named.string_value
-    return span.name[len(_NAME_PREFIX):]
+    if named is not None and (tool := named.value.string_value):
+        return tool
+    return name[_PREFIX_LEN:]
 
 
-def span_record(span: Span, attrs: dict[str, AnyValue], tool: str) -> dict[str, Any]:
+def span_record(span: Span, attrs: Attributes, tool: str) -> dict[str, Any]:
     """The record fields of one tool span (validated by the caller)."""
-    trace_hex, span_hex = span.trace_id.hex(), span.span_id.hex()
+    trace_id, span_id = span.trace_id, span.span_id
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
-    error_type = _string(attrs.get("error.type"))
+    error_type = _text(attrs.get("error.type"))
     status = span.status
     message = status.message
-    exception = _newest_exception(span.events) if span.events else None
-    if exception is not None:
-        error_type = error_type or exception[0]
-        message = message or exception[1]
-    failed = status.code == _ERROR or bool(error_type)
+    failed = status.code == _ERROR
+    if span.events:
+        exception = _newest_exception(span.events)
+        if exception is not None:
+            error_type = error_type or exception[0]
+            message = message or exception[1]
+    failed = failed or bool(error_type)
     rec: dict[str, Any] = {
-        "id": hashlib.sha256(f"otlp:{trace_hex}:{span_hex}".encode()).hexdigest(),
-        "session_id": _session(attrs, trace_hex),
+        "id": _sha256(b"otlp:" + _hexlify(trace_id) + b":" + _hexlify(span_id)).hexdigest(),
+        "session_id": _session(attrs, trace_id),
         "ts": (end or start) // 1_000_000,
         "tool": tool,
         "args": _args(attrs.get("gen_ai.tool.call.arguments")),
@@ -195,64 +224,66 @@ def span_record(span: Span, attrs: dict[str, AnyValue], tool: str) -> dict[str, 
     }
     if start and end >= start:
         rec["duration_ms"] = (end - start) // 1_000_000
-    agent = _string(attrs.get("gen_ai.agent.id")) or _string(attrs.get("gen_ai.agent.name"))
+    agent = _text(attrs.get("gen_ai.agent.id")) or _text(attrs.get("gen_ai.agent.name"))
     if agent:
         rec["agent_id"] = agent[:STRING_FIELD_MAX_CHARS]
-    error = _error_text(error_type, message)
-    if failed and error:
+    if failed and (error := _error_text(error_type, message)):
         rec["error"] = error[:STRING_FIELD_MAX_CHARS]
     return rec
 
 
-def args_size_bound(attrs: dict[str, AnyValue]) -> int:
+def args_size_bound(attrs: Attributes) -> int:
     """At least the JSON size of the record's args: re-encoding parsed JSON text grows it
     at most fivefold (a short exponent: `1e5` -> `100000.0`); a map has no text."""
     args = attrs.get("gen_ai.tool.call.arguments")
     if args is None:
         return 2
-    return 5 * len(args.string_value) + 2 if args.HasField("string_value") else 1 << 62
+    value = args.value
+    return 5 * len(value.string_value) + 2 if value.HasField("string_value") else 1 << 62
 
 
-def _string(value: AnyValue | None) -> str:
-    if value is None:
-        return ""
-    text = value.string_value
-    if text:
+def _text(kv: KeyValue | None) -> str:
+    return "" if kv is None else _string(kv.value)
+
+
+def _string(value: AnyValue) -> str:
+    if text := value.string_value:
         return text
     kind = value.WhichOneof("value")
-    if kind == "string_value":
-        return value.string_value
     if kind in ("int_value", "double_value", "bool_value"):
         return str(getattr(value, kind))
     return ""
 
 
-def _session(attrs: dict[str, AnyValue], trace_hex: str) -> str | int:
-    for name in ("gen_ai.conversation.id", "session.id"):
-        value = attrs.get(name)
-        if value is None:
+def _session(attrs: Attributes, trace_id: bytes) -> str | int:
+    for name in _SESSION_KEYS:
+        kv = attrs.get(name)
+        if kv is None:
             continue
+        value = kv.value
         if text := value.string_value:
             return text
         if value.WhichOneof("value") == "int_value":
             return value.int_value
         if text := _string(value):
             return text
-    return trace_hex
+    return trace_id.hex()
 
 
-def _args(value: AnyValue | None) -> dict[str, Any]:
-    if value is None:
+def _args(kv: KeyValue | None) -> dict[str, Any]:
+    if kv is None:
         return {}
-    kind = value.WhichOneof("value")
-    if kind == "kvlist_value":
-        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    value = kv.value
+    if value.WhichOneof("value") == "kvlist_value":
+        return {item.key: any_value(item.value) for item in value.kvlist_value.values}
     text = _string(value)
     if not text:
         return {}
     try:
         parsed = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        if len(text) > _ENCODABLE_TEXT and isinstance(parsed, dict):
+            orjson.dumps(parsed)  # nested too deep to be written again: kept as text
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return {"_raw": text[:_RAW_ARGS_MAX]}
     return parsed if isinstance(parsed, dict) else {"_raw": text[:_RAW_ARGS_MAX]}
 
@@ -273,8 +304,8 @@ def _newest_exception(events: Iterable[Span.Event]) -> tuple[str, str] | None:
     found = None
     for event in events:
         if event.name == "exception" or event.name.endswith(".exception"):
-            attrs = {kv.key: kv.value for kv in event.attributes}
-            found = (_string(attrs.get("exception.type")), _string(attrs.get("exception.message")))
+            attrs = {kv.key: kv for kv in event.attributes}
+            found = (_text(attrs.get("exception.type")), _text(attrs.get("exception.message")))
     return found
 
 
