@@ -3,7 +3,8 @@
     python -m benchmarks.otlp_bench [--requests N] [--connections C] [--out DIR]
 
 A load generator in another process pre-encodes `ExportTraceServiceRequest` bodies of
-512 execute_tool spans (10% failures with error texts; gzip and plain), then posts them
+512 execute_tool spans (10% failures with error texts, a fifth of them holding a bearer
+token that the receiver masks; gzip and plain), then posts them
 over C keep-alive connections to a running `binloop ingest otlp` (one process), into
 each sink: a JSONL file (fsync before every answer) and a real nats-server's JetStream
 stream. The time is from the first request to the last answer (encoding excluded).
@@ -39,7 +40,9 @@ TOOLS = ("read_file", "run_tests", "http_get", "book_reservation", "search_code"
 ERRORS = ("FileNotFoundError: [Errno 2] No such file or directory: 'src/m{n}.py'",
           "TimeoutError: read timed out after {n} s",
           "payment amount does not add up, total price is {n}, but paid {m}",
-          "psycopg.errors.UniqueViolation: duplicate key value violates unique constraint")
+          "psycopg.errors.UniqueViolation: duplicate key value violates unique constraint",
+          # a secret the receiver must mask before the sink (as fleets do leak them)
+          "401 Unauthorized: Authorization: Bearer sk-live{n}Ab7Qz9Xw2Lm4Np6Rt8Vy0")
 
 
 def body(seed: int) -> bytes:
@@ -131,6 +134,38 @@ def decode_anchor(requests: int, seed: int) -> dict[str, float]:
     return {"spans": spans, "seconds": elapsed, "spans_per_s": spans / elapsed}
 
 
+def stage_costs(requests: int, seed: int) -> dict[str, float]:
+    """CPU µs a span of each step of the receiver, in this process (no HTTP): decode,
+    map + validate, the redactor (its cache cold, then warm: the second pass sees the
+    same texts), and the JSONL encoding."""
+    from binloop.core.schema import RecordParser
+    from binloop.receiver import redacting
+    from binloop.receiver.sinks import record_line
+    from binloop.replay.otlp import decode_protobuf, map_request
+
+    bodies = [body(seed + i) for i in range(min(requests, 50))]
+    spans = len(bodies) * SPANS_PER_BODY
+
+    def cpu(step: Any) -> tuple[float, Any]:
+        started = time.process_time()
+        out = step()
+        return (time.process_time() - started) / spans * 1e6, out
+
+    decode_us, decoded = cpu(lambda: [decode_protobuf(b) for b in bodies])
+    map_us, _ = cpu(lambda: [map_request(r, RecordParser()) for r in decoded])
+    redacting._error.cache_clear()
+    redacting._args_json.cache_clear()
+    cold_us, mapped = cpu(lambda: [map_request(r, RecordParser(), redact=redacting.redact_record)
+                                   for r in decoded])
+    warm_us, _ = cpu(lambda: [map_request(r, RecordParser(), redact=redacting.redact_record)
+                              for r in decoded])
+    encode_us, _ = cpu(lambda: [b"".join(record_line(rec) + b"\n" for rec in m.records)
+                                for m in mapped])
+    return {"decode_us": decode_us, "map_validate_us": map_us,
+            "redact_cold_us": cold_us - map_us, "redact_warm_us": warm_us - map_us,
+            "encode_us": encode_us}
+
+
 def run_case(sink: list[str], use_gzip: bool, args: argparse.Namespace,
              env: dict[str, str]) -> dict[str, Any]:
     receiver = subprocess.Popen([sys.executable, "-m", "binloop.cli", "ingest", "otlp",
@@ -147,6 +182,7 @@ def run_case(sink: list[str], use_gzip: bool, args: argparse.Namespace,
 
     proc = psutil.Process(receiver.pid)
     before = proc.cpu_times()
+    load_before = os.getloadavg()[0]
     try:
         gen = subprocess.run([sys.executable, "-m", "benchmarks.otlp_bench", "loadgen",
                               "--url", found.group(1), "--requests", str(args.requests),
@@ -160,8 +196,11 @@ def run_case(sink: list[str], use_gzip: bool, args: argparse.Namespace,
     result: dict[str, Any] = json.loads(gen.stdout)
     stats = re.search(r"stopped; (\{.*\})", err)
     result["receiver"] = json.loads(stats.group(1)) if stats else None
+    if result["failed"]:
+        raise RuntimeError(f"{result['failed']} requests were refused: {err[-2000:]}")
     result["spans_per_s"] = result["spans"] / result["seconds"]
     cpu = (after.user + after.system) - (before.user + before.system)
+    result["load_1min"] = [load_before, os.getloadavg()[0]]  # before and after the run
     result["receiver_cpu_s"] = cpu
     result["spans_per_cpu_s"] = result["spans"] / cpu if cpu > 0 else None
     return result
@@ -187,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "BINLOOP_LOG_LEVEL": "warning"}
     rows = []
     anchor = decode_anchor(args.requests, 1)
+    stages = stage_costs(args.requests, 1)
     with tempfile.TemporaryDirectory(prefix="binloop-otlp-bench-") as tmp, \
             NatsServer(store_dir=Path(tmp) / "nats") as server:
         for use_gzip in (False, True):
@@ -200,19 +240,22 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"sink": "nats", "gzip": use_gzip, **nats})
     result = {"load_average": os.getloadavg(), "cpus": os.cpu_count(),
               "spans_per_body": SPANS_PER_BODY, "connections": args.connections,
-              "decode_anchor": anchor, "runs": rows}
+              "decode_anchor": anchor, "stages_cpu_us_per_span": stages, "runs": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "otlp_receiver.json").write_text(json.dumps(result, indent=2))
     lines = ["| sink | gzip | spans | seconds | spans/s (wall) | / decode anchor | receiver CPU s "
-             "| spans per receiver CPU-second | retries (429/503) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| spans per receiver CPU-second | retries (429/503) | load before/after |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         per_cpu = f"{r['spans_per_cpu_s']:,.0f}" if r["spans_per_cpu_s"] else "-"
         lines.append(f"| {r['sink']} | {r['gzip']} | {r['spans']:,} | {r['seconds']:.2f} | "
                      f"{r['spans_per_s']:,.0f} | {r['spans_per_s'] / anchor['spans_per_s']:.2f} "
-                     f"| {r['receiver_cpu_s']:.2f} | {per_cpu} | {r['retries']} |")
+                     f"| {r['receiver_cpu_s']:.2f} | {per_cpu} | {r['retries']} "
+                     f"| {r['load_1min'][0]:.1f} / {r['load_1min'][1]:.1f} |")
+    steps = ", ".join(f"{name.removesuffix('_us')} {value:.2f}" for name, value in stages.items())
     text = (f"Load average {result['load_average'][0]:.1f} on {result['cpus']} CPUs; decode "
-            f"anchor {anchor['spans_per_s']:,.0f} spans/s.\n\n" + "\n".join(lines) + "\n")
+            f"anchor {anchor['spans_per_s']:,.0f} spans/s. CPU µs a span in-process: {steps}."
+            "\n\n" + "\n".join(lines) + "\n")
     (args.out / "otlp_receiver.md").write_text(text)
     print(text)
     return 0

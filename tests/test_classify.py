@@ -178,6 +178,21 @@ def test_default_setting_is_given_else_infer() -> None:
     assert CLASSIFIER_VERSION  # part of the detection-config digest
 
 
+def test_the_classifier_version_is_in_the_event_digest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another classifier version is another detection configuration (so other event
+    ids) whenever modes are inferred; with `given` it plays no part."""
+    import binloop.core.classify as classify_module
+
+    before = {mode: Config(failure_modes=mode).config_digest()
+              for mode in FAILURE_MODE_SETTINGS}
+    monkeypatch.setattr(classify_module, "CLASSIFIER_VERSION", CLASSIFIER_VERSION + "-next")
+    after = {mode: Config(failure_modes=mode).config_digest()
+             for mode in FAILURE_MODE_SETTINGS}
+    assert after["given"] == before["given"]
+    assert all(after[mode] != before[mode] for mode in ("infer", "given-else-infer"))
+    assert len(set(before.values())) == 3
+
+
 @pytest.mark.parametrize("setting", FAILURE_MODE_SETTINGS)
 def test_the_setting_decides_which_records_get_an_inferred_mode(setting: str) -> None:
     limits = _limits(setting)

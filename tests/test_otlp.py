@@ -171,6 +171,20 @@ def test_older_conventions_and_bad_spans() -> None:
     assert len(mapped.rejected) == 1 and "tool name" in mapped.rejected[0]
 
 
+def test_args_over_the_size_limit_once_written_as_json_are_truncated_as_any_record() -> None:
+    """Text args are stored as `{"_raw": text}`, whose JSON can be six times the text
+    (control characters): the validator measures them and applies the args limit."""
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id = b"\x01" * 16, b"\x02" * 8
+    span.end_time_unix_nano = 1_700_000_000_000_000_000
+    span.attributes.extend([attribute("gen_ai.operation.name", "execute_tool"),
+                            attribute("gen_ai.tool.name", "t"),
+                            attribute("gen_ai.tool.call.arguments", "\x01" * 1500)])
+    args = map_request(request).records[0]["args"]
+    assert args["_truncated"] is True and args["_bytes"] > 8192
+
+
 def test_the_json_encoding_maps_as_protobuf_does() -> None:
     spans = agent_spans()
     from_proto = map_request(proto_request(spans)).records

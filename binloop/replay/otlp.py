@@ -61,6 +61,7 @@ _sha256: Final = hashlib.sha256
 # orjson reads JSON nested 1024 deep but writes only 254 levels; a text this short
 # cannot nest deeper (two characters a level).
 _ENCODABLE_TEXT: Final = 2 * 254
+_UNBOUNDED: Final = 1 << 62
 
 
 class MalformedBody(ValueError):
@@ -160,11 +161,7 @@ def map_request(request: ExportTraceServiceRequest, parser: RecordParser | None 
                     ignored += 1
                     continue
                 try:
-                    rec = span_record(span, attrs, tool)
-                    # A bound of the args' JSON size lets small args skip re-encoding
-                    # in the validator (the record is built normal already); masks
-                    # change the size: the validator measures it then.
-                    bound: int | None = args_size_bound(attrs)
+                    rec, bound = span_record(span, attrs, tool)
                     if redact is not None and redact(rec):
                         redacted += 1
                         bound = None
@@ -199,8 +196,11 @@ def _tool_name(span: Span, attrs: Attributes) -> str | None:
     return name[_PREFIX_LEN:]
 
 
-def span_record(span: Span, attrs: Attributes, tool: str) -> dict[str, Any]:
-    """The record fields of one tool span (validated by the caller)."""
+def span_record(span: Span, attrs: Attributes, tool: str) -> tuple[dict[str, Any], int | None]:
+    """The record fields of one tool span (validated by the caller), and a bound of the
+    JSON size of its args: it lets small args skip re-encoding in the validator (the
+    record is built normal already); masks change the size, so the caller that masks
+    leaves the measuring to the validator."""
     trace_id, span_id = span.trace_id, span.span_id
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
     error_type = _text(attrs.get("error.type"))
@@ -213,12 +213,13 @@ def span_record(span: Span, attrs: Attributes, tool: str) -> dict[str, Any]:
             error_type = error_type or exception[0]
             message = message or exception[1]
     failed = failed or bool(error_type)
+    args, bound = _args(attrs.get("gen_ai.tool.call.arguments"))
     rec: dict[str, Any] = {
         "id": _sha256(b"otlp:" + _hexlify(trace_id) + b":" + _hexlify(span_id)).hexdigest(),
         "session_id": _session(attrs, trace_id),
         "ts": (end or start) // 1_000_000,
         "tool": tool,
-        "args": _args(attrs.get("gen_ai.tool.call.arguments")),
+        "args": args,
         "outcome": _outcome(error_type) if failed else "success",
         "failure_mode": None,
     }
@@ -229,17 +230,7 @@ def span_record(span: Span, attrs: Attributes, tool: str) -> dict[str, Any]:
         rec["agent_id"] = agent[:STRING_FIELD_MAX_CHARS]
     if failed and (error := _error_text(error_type, message)):
         rec["error"] = error[:STRING_FIELD_MAX_CHARS]
-    return rec
-
-
-def args_size_bound(attrs: Attributes) -> int:
-    """At least the JSON size of the record's args: re-encoding parsed JSON text grows it
-    at most fivefold (a short exponent: `1e5` -> `100000.0`); a map has no text."""
-    args = attrs.get("gen_ai.tool.call.arguments")
-    if args is None:
-        return 2
-    value = args.value
-    return 5 * len(value.string_value) + 2 if value.HasField("string_value") else 1 << 62
+    return rec, bound
 
 
 def _text(kv: KeyValue | None) -> str:
@@ -270,22 +261,31 @@ def _session(attrs: Attributes, trace_id: bytes) -> str | int:
     return trace_id.hex()
 
 
-def _args(kv: KeyValue | None) -> dict[str, Any]:
+def _args(kv: KeyValue | None) -> tuple[dict[str, Any], int]:
+    """The args, and at least their JSON size: re-encoding parsed JSON text grows it at
+    most fivefold (a short exponent: `1e5` -> `100000.0`); a map has no text."""
     if kv is None:
-        return {}
+        return {}, 2
     value = kv.value
-    if value.WhichOneof("value") == "kvlist_value":
-        return {item.key: any_value(item.value) for item in value.kvlist_value.values}
-    text = _string(value)
-    if not text:
-        return {}
+    if not (text := value.string_value):
+        if value.WhichOneof("value") == "kvlist_value":
+            return {item.key: any_value(item.value)
+                    for item in value.kvlist_value.values}, _UNBOUNDED
+        if not (text := _string(value)):
+            return {}, 2
     try:
         parsed = orjson.loads(text)
         if len(text) > _ENCODABLE_TEXT and isinstance(parsed, dict):
             orjson.dumps(parsed)  # nested too deep to be written again: kept as text
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-        return {"_raw": text[:_RAW_ARGS_MAX]}
-    return parsed if isinstance(parsed, dict) else {"_raw": text[:_RAW_ARGS_MAX]}
+        return _raw_args(text)
+    return (parsed, 5 * len(text) + 2) if isinstance(parsed, dict) else _raw_args(text)
+
+
+def _raw_args(text: str) -> tuple[dict[str, Any], int]:
+    """`{"_raw": text}`; a character takes at most 6 bytes in JSON (`\\u001f`)."""
+    raw = text[:_RAW_ARGS_MAX]
+    return {"_raw": raw}, 6 * len(raw) + 12
 
 
 def any_value(value: AnyValue) -> Any:
