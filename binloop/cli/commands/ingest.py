@@ -26,7 +26,8 @@ def register(subparsers: Any) -> None:
         description="Serve POST /v1/traces (OTLP/HTTP, protobuf or JSON, gzip). Every "
                     "GenAI execute_tool span becomes a telemetry record (failure_mode null: "
                     "the job infers it from the error text), published on the telemetry "
-                    "stream (--nats) or appended to a JSONL file (--out). Answers 200 only "
+                    "stream (--nats) or appended to a JSONL file (--out), secrets in args and "
+                    "error texts masked first. Answers 200 only "
                     "once the records are stored. A bearer token is read from "
                     f"${TOKEN_ENV} or --token-file. Plain HTTP: put TLS in a proxy.")
     otlp.add_argument("--listen", default="127.0.0.1:4318", metavar="HOST:PORT",
