@@ -67,12 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bodies", type=int, default=10)
+    parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS),
+                        help="count only these steps (default: all)")
     options = parser.parse_args(args)
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
     spans = options.bodies * 512
     result = {}
-    for step in STEPS:
+    for step in options.steps:
         per_span = (instructions(step, options.bodies) - instructions(step, 0)) / spans
         result[step] = round(per_span)
         print(f"{step:>10}: {per_span:9,.0f} instructions a span (cumulative)", flush=True)

@@ -205,13 +205,10 @@ def span_record(span: Span, attrs: Attributes, tool: str) -> tuple[dict[str, Any
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
     error_type = _text(attrs.get("error.type"))
     status = span.status
-    message = status.message
     failed = status.code == _ERROR
-    if span.events:
-        exception = _newest_exception(span.events)
-        if exception is not None:
-            error_type = error_type or exception[0]
-            message = message or exception[1]
+    exception = _newest_exception(span.events) if span.events else None
+    if exception is not None:
+        error_type = error_type or exception[0]
     failed = failed or bool(error_type)
     args, bound = _args(attrs.get("gen_ai.tool.call.arguments"))
     rec: dict[str, Any] = {
@@ -228,8 +225,10 @@ def span_record(span: Span, attrs: Attributes, tool: str) -> tuple[dict[str, Any
     agent = _text(attrs.get("gen_ai.agent.id")) or _text(attrs.get("gen_ai.agent.name"))
     if agent:
         rec["agent_id"] = agent[:STRING_FIELD_MAX_CHARS]
-    if failed and (error := _error_text(error_type, message)):
-        rec["error"] = error[:STRING_FIELD_MAX_CHARS]
+    if failed:  # the message is read only for a failure (each read builds an object)
+        message = status.message or (exception[1] if exception is not None else "")
+        if error := _error_text(error_type, message):
+            rec["error"] = error[:STRING_FIELD_MAX_CHARS]
     return rec, bound
 
 
