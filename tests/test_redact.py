@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from binloop.core.redact import MASK, Redactor, redact, redact_text
 
 SECRETS = [
@@ -61,3 +64,40 @@ def test_code_keeps_identifiers_that_look_like_keys() -> None:
 def test_redact_walks_json() -> None:
     assert redact([{"error": f"bad key {SECRETS[2]}"}, 3, None]) == [
         {"error": f"bad key {MASK}"}, 3, None]
+
+
+# --- the key-name prefilter (a cheaper path, the same masks) ---------------------------------
+
+_FRAGMENTS = ("api", "Key", "_", "-", ".", "=", ":", " ", "\t", "'", '"', "pass", "word",
+              "PASS", "Token", "session", "token", "auth", "Authorization", "Bearer ",
+              "secret", "--", "-u ", "abc123XYZ", "aB3xY9aB3xY9aB3xY9aB3xY9", "is ", "key",
+              "Set-Cookie", "id", "count", "\n", "private", "ApiKEY", "clientSecret", "é",
+              "\u212a", "pwd", "DSN", "pin", "x")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=14))
+def test_skipping_key_rules_where_no_secret_word_is_changes_no_mask(parts: list[str]) -> None:
+    """Where the text's letters and digits hold no secret word or phrase, the key-name
+    rules are skipped; with them always run, every text gives the same output and count."""
+    import binloop.core.redact as redact_module
+
+    text = "".join(parts)
+    quick = Redactor()
+    outputs = (quick.evidence_text(text), quick.text(text), quick.code(text))
+    original = redact_module.may_name_a_secret
+    redact_module.may_name_a_secret = lambda _text: True
+    try:
+        full = Redactor()
+        assert (full.evidence_text(text), full.text(text), full.code(text)) == outputs
+        assert full.count == quick.count
+    finally:
+        redact_module.may_name_a_secret = original
+
+
+def test_the_prefilter_sees_secret_words_across_separators_and_case() -> None:
+    from binloop.core.redact import may_name_a_secret
+
+    assert may_name_a_secret("x-Api-KEY=1") and may_name_a_secret("CLIENT_secret: y")
+    assert may_name_a_secret("--pass w") and not may_name_a_secret("TimeoutError: read 5 s")
+    assert Redactor().text("x-Api-KEY=abc123") == f"x-Api-KEY={MASK}"

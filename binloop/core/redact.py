@@ -77,6 +77,16 @@ class Rules:
     entropy_skip_prefixes: tuple[str, ...]
     entropy_exempt: tuple[re.Pattern[str], ...]
     entropy_exempt_within: tuple[re.Pattern[str], ...]
+    # Finds, in a text's letters and digits (lower-cased, all else removed), every secret
+    # word and phrase: where it finds none, no key in the text is a secret key, and the
+    # key-name text rules cannot mask anything. None for another word pattern.
+    secret_in_squashed: re.Pattern[str] | None
+
+
+# The word pattern for which a key's words, joined, are exactly its letters and digits
+# lower-cased (what makes `secret_in_squashed` sound).
+_ALNUM_WORDS: Final = "[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+"
+_NOT_ALNUM: Final = re.compile("[^A-Za-z0-9]+")
 
 
 def _flags(letters: str) -> int:
@@ -111,7 +121,23 @@ def rules() -> Rules:
         entropy_skip_prefixes=tuple(entropy["skip_if_starts_with"]),
         entropy_exempt=tuple(re.compile(p, re.ASCII) for p in entropy["exempt_patterns"]),
         entropy_exempt_within=tuple(re.compile(p, re.ASCII)
-                                    for p in entropy["exempt_if_contains"]))
+                                    for p in entropy["exempt_if_contains"]),
+        secret_in_squashed=_secret_in_squashed(keys))
+
+
+def _secret_in_squashed(keys: dict[str, Any]) -> re.Pattern[str] | None:
+    if keys["word_pattern"] != _ALNUM_WORDS:
+        return None
+    found = set(keys["secret_words"]) | {a + b for a, b in keys["secret_phrases"]}
+    return re.compile("|".join(map(re.escape, sorted(found))))
+
+
+def may_name_a_secret(text: str) -> bool:
+    """False only when no key in `text` can be a secret key (see `is_secret_key`): a
+    secret key's words hold a secret word or phrase, and its words joined are its letters
+    and digits, a run of the text's letters and digits."""
+    pattern = rules().secret_in_squashed
+    return pattern is None or pattern.search(_NOT_ALNUM.sub("", text).lower()) is not None
 
 
 def key_words(key: str) -> list[str]:
@@ -168,14 +194,23 @@ class Redactor:
         lower = text.lower()
         present = {n for n in ruleset.needles if n in text}
         folded = {n for n in ruleset.folded_needles if n in lower}
+        keyed: bool | None = None  # whether a key-name rule can mask (None: not judged)
         for rule in ruleset.text:
             if code and not rule.in_code:
                 continue
             if rule.needles and rule.needles.isdisjoint(folded if rule.folded else present):
                 continue
+            if rule.key_group is not None:
+                if keyed is None:
+                    keyed = may_name_a_secret(text)
+                if not keyed:
+                    continue
             # Masking only removes text, and MASK adds no needle a rule needs: the
             # needles found in the original text stay a superset.
+            before = self.count
             text = self._apply_rule(rule, text)
+            if self.count != before:
+                keyed = None  # the text changed: judged again
         return text
 
     def _apply_rule(self, rule: TextRule, text: str) -> str:
