@@ -267,7 +267,7 @@ class Config:
                                   groups=DETECT, parse=positive_int, metavar="BYTES",
                                   digest=True)
     follow_symlinks: bool = setting(False, "read symbolic links found in an input directory "
-                                    "(default: skip them)", groups=("detect", "flow"),
+                                    "(default: skip them)", groups=("detect", "sweep", "flow"),
                                     parse=parse_bool)
     mkdirs: bool = setting(False, "create missing parent directories of output files "
                            "(default: a missing directory is an error)",

@@ -113,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
     summaries, metas = [], []
     with tempfile.TemporaryDirectory(prefix="binloop-sweep-") as tmp:
         for path, sim_params in _inputs(args, out_dir, Path(tmp)):
-            loaded = load(path, config.record_limits(), args.sweep_engine)
+            loaded = load(path, config.record_limits(), args.sweep_engine,
+                          options=config.read_options())
             truth, spec = resolve(requested, path, loaded.frame, plan.base)
             summaries.append(run_sweep(loaded, plan, truth))
             counted = counted_records(loaded.frame, plan.base)
