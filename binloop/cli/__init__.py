@@ -106,7 +106,9 @@ def exit_code(exc: BaseException) -> int:
 
 def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        text = f"{exc.filename}: {exc.strerror}"  # not "[Errno 13] Permission denied: '...'"
+    elif isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
         text = f"{exc.filename}: {text}"
     if exit_code(exc) == EX_SOFTWARE:
         return (f"internal error: {type(exc).__name__}: {text} (run with --log-level debug "

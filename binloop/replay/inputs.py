@@ -111,6 +111,12 @@ def list_input_files(path: str, follow_symlinks: bool = False) -> list[str]:
         return [STDIN]
     target = Path(path)
     try:
+        target.stat()
+    except PermissionError:  # a directory on the way may not be entered
+        raise InputError(f"cannot read {path}: permission denied") from None
+    except OSError:
+        pass  # missing: said below
+    try:
         if target.is_dir():
             files = sorted(str(p) for p in target.iterdir()
                            if (follow_symlinks or not p.is_symlink()) and p.is_file()
