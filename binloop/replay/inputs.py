@@ -15,8 +15,9 @@ What the reader itself decides (docs/robustness.md), the same for every engine:
   the damage are handed out, then the damage is one reject naming the byte (or row)
   offset, and the reader goes on with the next file. `RawChunk.damaged_files` counts it.
 * A plain file is read up to its size at open: a line appended while it is read is not
-  torn, and a last line without its newline is dropped when the file has grown since
-  (it was still being written).
+  torn. A last line without its newline is read only when the file has not grown since
+  and the line is complete JSON; otherwise its writer is still at it (or died in the
+  middle): it is left unread, with a warning, never dead-lettered as a torn record.
 * Symbolic links inside a directory are skipped unless `follow_symlinks`.
 * With `whole_blocks`, a chunk of a JSONL file is the lines of one block read (about
   `READ_BYTES`) rather than `batch_size` lines, and when the block needed no rewriting
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -61,6 +63,7 @@ _TERMINATOR = re.compile(rb"(\r\n|\r|\n)")
 READER_REJECT: Final = "line of "
 
 RawItem = bytes | dict[str, Any]
+log = logging.getLogger("binloop.replay")
 
 
 
@@ -668,8 +671,12 @@ class _LineCursor(_FileCursor):
             return
         self._ended = True
         pieces, torn = self._splitter.finish()
-        if torn and self._drop_torn and self._source.grew():
-            return  # the last line is still being written: leave it for the next read
+        if torn and self._drop_torn and (self._source.grew() or not _complete_json(torn)):
+            # A prefix of a JSON object is never a JSON object: this line is cut short.
+            log.warning("%s: line %d (%d bytes) has no line end and is not complete yet: "
+                        "left unread (a writer is still at it?)", self.name,
+                        self._splitter.line - 1, len(torn))
+            return
         self._queue.extend(pieces)
 
     def bytes_read(self) -> int:
@@ -723,6 +730,15 @@ class _ParquetCursor(_FileCursor):
 
     def bytes_read(self) -> int:
         return self._size * self.offset // max(1, self._frame.height)
+
+
+def _complete_json(line: bytes) -> bool:
+    """Whether an unterminated last line is a whole JSON value (once per file)."""
+    try:
+        orjson.loads(line[3:] if line.startswith(BOM) else line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _one_line(exc: BaseException) -> str:
