@@ -4,10 +4,13 @@ and agrees (docs/robustness.md)."""
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import subprocess
 import sys
+import time
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from binloop.replay.inputs import (
     InputReader,
     LineSplitter,
     ReadPosition,
+    line_blocks,
     list_input_files,
     reader_chunks,
 )
@@ -327,6 +331,52 @@ def test_a_stalled_writer_s_last_line_is_left_unread_not_dead_lettered(
     # A last line that is not JSON and never will be is not telemetry: it is left too.
     path.write_bytes(b"\n".join(lines_of(3)) + b"\nroot:x:0:0")
     assert read_all(path)[:2] == (lines_of(3), [])
+
+
+def test_a_pipe_is_handed_out_as_it_comes_and_never_splits_a_line() -> None:
+    """`tail -F FILE | binloop ...`: what has come through the pipe is handed out without
+    waiting for a full chunk, and a line whose end has not come yet is held."""
+    read_end, write_end = os.pipe()
+    blocks = line_blocks("pipe", 4096, stream=os.fdopen(read_end, "rb"))
+    os.write(write_end, record(0) + b"\n" + record(1) + b"\n" + record(2)[:20])
+    writing = True
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            first = pool.submit(next, blocks).result(timeout=20)  # the pipe is still open
+            assert first.lines == [record(0), record(1)]
+            second = pool.submit(next, blocks)
+            time.sleep(0.2)
+            assert not second.done()  # the half line is held, not handed out
+            os.write(write_end, record(2)[20:] + b"\n")
+            assert second.result(timeout=20).lines == [record(2)]
+        finally:  # a reader that waits for the end of the pipe fails, not hangs
+            os.close(write_end)
+            writing = False
+    assert not writing and list(blocks) == []
+
+
+@pytest.mark.parametrize("engine", ["reference", "bytewax"])
+def test_detect_follows_a_pipe(tmp_path: Path, engine: str) -> None:
+    """`tail -F FILE | binloop detect --input -`: an event fires while the pipe is open."""
+    events = tmp_path / "events.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "binloop.cli", "detect", "--engine", engine, "--input", "-",
+         "--theta", "2", "--window", "global", "--out", str(events), "--dead-letter",
+         str(tmp_path / "dead.jsonl"), "--no-progress"], stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(record(0) + b"\n" + record(1) + b"\n" + record(2)[:10])
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not (events.exists() and events.read_bytes().count(b"\n") == 1):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.stdin.write(record(2)[10:] + b"\n")
+    finally:
+        proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    assert proc.stderr is not None and b"valid 3 | invalid 0" in proc.stderr.read()
 
 
 APPENDER = """

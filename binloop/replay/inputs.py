@@ -18,6 +18,9 @@ What the reader itself decides (docs/robustness.md), the same for every engine:
   torn. A last line without its newline is read only when the file has not grown since
   and the line is complete JSON; otherwise its writer is still at it (or died in the
   middle): it is left unread, with a warning, never dead-lettered as a torn record.
+* Standard input (a pipe) is handed out as it comes: a chunk ends early when the pipe
+  holds nothing more for now, so `tail -F FILE | binloop publish -` follows FILE; a line
+  is never split, its start is held until its end arrives.
 * Symbolic links inside a directory are skipped unless `follow_symlinks`.
 * With `whole_blocks`, a chunk of a JSONL file is the lines of one block read (about
   `READ_BYTES`) rather than `batch_size` lines, and when the block needed no rewriting
@@ -33,6 +36,7 @@ import contextlib
 import logging
 import os
 import re
+import select
 import sys
 import zlib
 from abc import ABC, abstractmethod
@@ -301,6 +305,10 @@ class _Bytes(ABC):
         """Whether the input has grown since it was opened (a writer is still at it)."""
         return False
 
+    def waiting(self) -> bool:
+        """Whether the next read would wait for a writer (a pipe with nothing in it now)."""
+        return False
+
     def compressed_tell(self) -> int | None:
         return None
 
@@ -341,10 +349,23 @@ class _StreamBytes(_Bytes):
 
     def __init__(self, stream: IO[bytes] | Any) -> None:
         self._read = getattr(stream, "read1", None) or stream.read
+        try:
+            self._fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # bytes in memory never wait
+            self._fd = None
 
     def read(self) -> bytes:
         data: bytes = self._read(READ_BYTES)
         return data
+
+    def waiting(self) -> bool:
+        if self._fd is None:
+            return False
+        try:
+            ready, _, _ = select.select([self._fd], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not ready
 
 
 class _GzipBytes(_Bytes):
@@ -621,7 +642,8 @@ class _LineCursor(_FileCursor):
             n = sys.maxsize
         while len(batch.items) < n:
             if not self._queue:
-                if self._ended:
+                # A pipe hands out what has come (`tail -F f | binloop ...` follows f).
+                if self._ended or (batch.items and self._source.waiting()):
                     break
                 self._fill()
                 continue
