@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from binloop.core.config import add_arguments, load_config
+from binloop.core.config import add_arguments, load_config, positive_int
 
 
 def register(subparsers: Any) -> None:
@@ -46,9 +46,12 @@ def register(subparsers: Any) -> None:
 
 
 def _int_list(text: str) -> tuple[int, ...]:
-    values = tuple(int(v) for v in text.split(",") if v.strip())
-    if not values or min(values) < 1:
-        raise ValueError(f"--thetas {text!r}: give integers >= 1, comma-separated")
+    try:
+        values = tuple(positive_int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not values:
+        raise ValueError(f"--thetas {text!r}: give integers from 1 to 2^63-1, comma-separated")
     return values
 
 
