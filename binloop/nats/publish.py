@@ -313,7 +313,10 @@ async def read_in_thread(items: Iterable[Message], depth: int = 8192
         try:
             got = handoff.get_nowait()
         except queue.Empty:
-            got = await asyncio.to_thread(handoff.get)
+            try:  # a bounded wait: an executor thread never outlives a cancelled publish
+                got = await asyncio.to_thread(handoff.get, True, 0.25)
+            except queue.Empty:
+                continue
         if isinstance(got, _End):
             if got.error is not None:
                 raise got.error
