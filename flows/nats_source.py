@@ -58,7 +58,7 @@ from binloop.nats.wire import Unsupported, acquire_wire, release_wire, stream_la
 from binloop.nats.wire_consumer import WireOrderedConsumer
 from binloop.ops.metrics import PartitionMetrics
 from binloop.ops.shutdown import stop_requested
-from binloop.replay.inputs import RawChunk
+from binloop.replay.readers import RawChunk
 
 SourceItem = RawChunk | DeadLetter
 log = logging.getLogger("binloop.nats")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from binloop.core.config import Config
 from binloop.library.store import ToolLibrary
-from pipeline_runner.control import AgentControl, LogControl
 from pipeline_runner.designers import load_designer
 from pipeline_runner.lifecycle import Policy
+from pipeline_runner.pause_resume import AgentControl, LogControl
 from pipeline_runner.runner import BuildRunner, StageTimeouts
 from pipeline_runner.sandbox import Limits
 from pipeline_runner.targets import Target, load_target

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     from binloop.agent.agent import AgentSettings, ReferenceAgent
     from binloop.agent.airline import AirlineService
-    from binloop.agent.control import ControlChannel, PauseGate
+    from binloop.agent.control_listener import ControlChannel, PauseGate
     from binloop.agent.registry import ToolRegistry
     from binloop.nats.telemetry_client import TelemetryClient
 

@@ -292,7 +292,7 @@ def read_lines(path: str, damaged: list[str] | None = None) -> Iterator[bytes]:
     import sys
 
     from binloop.core.reading import ReadOptions
-    from binloop.replay.inputs import InputReader
+    from binloop.replay.readers import InputReader
 
     options = ReadOptions(max_line_bytes=PUBLISH_LINE_MAX_BYTES)
     for chunk in InputReader(path, 4096, options=options):

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
-    from binloop.replay.inputs import list_input_files
+    from binloop.replay.readers import list_input_files
 
     list_input_files(args.file)  # a missing file is a one-line error before connecting
     damaged: list[str] = []

@@ -1,4 +1,4 @@
-"""Agent control on NATS: pause/resume a session and announce registry updates.
+"""The pause/resume protocol on NATS: pause/resume a session, announce registry updates.
 
 * pause: request/reply on `{prefix}.{session_id}.pause` (`prefix` = `bin.control`); the
   payload is the reason (event id, tool, failure mode, build id); the agent's reply is
@@ -25,7 +25,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from binloop.core.schema import SessionId
 from binloop.nats.link import NatsLink
 from binloop.nats.subjects import subject_token
-from pipeline_runner.control import TaskState
+from pipeline_runner.pause_resume import TaskState
 
 log = logging.getLogger("binloop.builds")
 REGISTRY_SUBJECT = "bin.registry.updated"
