@@ -45,6 +45,7 @@ from typing import Any, Final
 
 import orjson
 
+from binloop.core.config import default
 from binloop.core.fsutil import sha256_bytes
 from binloop.core.names import UnsafeName, check_relpath, check_tool_name
 from binloop.library import manifest as mf
@@ -432,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", choices=(*TARGETS, "all"), default="all")
     parser.add_argument("--call-timeout", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument("--max-restarts", type=int, default=3, metavar="N")
-    parser.add_argument("--sandbox", choices=("strict", "unsafe"), default="strict")
+    parser.add_argument("--sandbox", choices=("strict", "unsafe"), default=default("sandbox"))
     args = parser.parse_args(argv)
     targets = TARGETS if args.target == "all" else (args.target,)
     try:
