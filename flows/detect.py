@@ -20,9 +20,9 @@ from binloop.core.events import BINEvent, dumps_event
 from binloop.core.logs import json_line
 from binloop.core.redact import redact_dead_letter
 from binloop.core.schema import DeadLetter, ToolInvocation
-from binloop.replay.inputs import RawChunk
+from binloop.replay.engine_outputs import dumps_dead, dumps_late, late_letter, same_configuration
 from binloop.replay.jsonl import event_key
-from binloop.replay.outputs import dumps_dead, dumps_late, late_letter, same_configuration
+from binloop.replay.readers import RawChunk
 from flows.file_source import TelemetryFileSource
 from flows.operators import (
     DetectOut,

@@ -8,7 +8,7 @@ it is at-most-once across a restart.
 The snapshot is versioned plain data (`{"format": "binloop.read/2", "seq", "file_index",
 "offset", "line"}`), not a pickled class, so that moving a module never breaks a store.
 A chunk of a JSONL file is the lines of one block as the reader reads it (1 MiB,
-`binloop.replay.inputs.READ_BYTES`; `batch_size` lines for Parquet and stdin), handed
+`binloop.replay.readers.READ_BYTES`; `batch_size` lines for Parquet and stdin), handed
 over as read when it needed no rewriting, which the parse step decodes in one call.
 """
 
@@ -22,7 +22,7 @@ from typing_extensions import override
 from binloop.core.config import default
 from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.summary import Progress
-from binloop.replay.inputs import (
+from binloop.replay.readers import (
     InputReader,
     RawChunk,
     ReadPosition,

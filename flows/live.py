@@ -29,9 +29,9 @@ from binloop.core.schema import DeadLetter
 from binloop.nats.jetstream import StreamSpec, telemetry_stream_spec
 from binloop.ops.metrics import record_counters
 from binloop.ops.shutdown import install_stop_handlers, stop_requested
-from binloop.replay.inputs import RawChunk
+from binloop.replay.engine_outputs import same_configuration
 from binloop.replay.jsonl import event_key
-from binloop.replay.outputs import same_configuration
+from binloop.replay.readers import RawChunk
 from flows.detect import add_detector
 from flows.nats_source import NatsSourceSettings, NatsTelemetrySource, SourceItem
 from flows.operators import Seed, ShardInput

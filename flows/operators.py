@@ -36,7 +36,7 @@ from binloop.core.schema import (
 from binloop.core.shard_snapshot import dump_shard, load_shard
 from binloop.replay.formats import mapper
 from binloop.replay.ingest import parse_counted
-from binloop.replay.inputs import RawChunk
+from binloop.replay.readers import RawChunk
 
 PARTITION_IDLE_S = 30.0
 

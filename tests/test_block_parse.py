@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from binloop.core.block_parse import BlockParser, full_record
 from binloop.core.schema import RecordLimits, RecordParser, parse_record
 from binloop.replay.ingest import parse_chunk
-from binloop.replay.inputs import RawChunk
+from binloop.replay.readers import RawChunk
 from tests.strategies import FIELD_VALUES, RAW_LINES, odd_lines, telemetry_lines
 
 COUNTS = frozenset({"failure", "timeout"})
@@ -222,15 +222,15 @@ def test_block_reads_give_the_lines_of_line_reads(parts: list[bytes], newline_at
     import tempfile
     from unittest import mock
 
-    from binloop.replay import inputs
-    from binloop.replay.inputs import InputReader
+    from binloop.replay import readers
+    from binloop.replay.readers import InputReader
 
     data = b"\n".join(parts) + (b"\n" if newline_at_end and parts else b"")
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
         handle.write(data)
         handle.flush()
         by_line = [c.items for c in InputReader(handle.name, 4)]
-        with mock.patch.object(inputs, "READ_BYTES", block_bytes):  # blocks this small
+        with mock.patch.object(readers, "READ_BYTES", block_bytes):  # blocks this small
             chunks = list(InputReader(handle.name, 4, whole_blocks=True))
     assert [i for c in chunks for i in c.items] == [i for items in by_line for i in items]
     for chunk in chunks:

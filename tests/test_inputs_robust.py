@@ -1,4 +1,4 @@
-"""Damaged and unusual input files: every engine reads them through `binloop.replay.inputs`
+"""Damaged and unusual input files: every engine reads them through `binloop.replay.readers`
 and agrees (docs/robustness.md)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from binloop.core.reading import ReadOptions
-from binloop.replay.inputs import (
+from binloop.replay.readers import (
     BOM,
     InputReader,
     LineSplitter,

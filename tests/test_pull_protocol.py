@@ -66,7 +66,7 @@ def test_an_empty_message_is_a_reject_not_a_blank_line() -> None:
 
 
 def test_a_byte_order_mark_before_a_record_is_removed() -> None:
-    """As in a file (binloop.replay.inputs): a Windows-written line stays a record."""
+    """As in a file (binloop.replay.readers): a Windows-written line stays a record."""
     bom = b"\xef\xbb\xbf"
     pull, out = tracker(), Delivery()
     pull.take(out, 1, bom + b'{"a":1}', None)

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline_runner.sandbox import Limits, Sandbox, SandboxUnavailable, detect_isolation, require
 from pipeline_runner.sandbox.isolation import Isolation
-from pipeline_runner.sandbox.runner import scrub_env
+from pipeline_runner.sandbox.launch import scrub_env
 
 ISOLATION = detect_isolation()
 pytestmark = pytest.mark.skipif(

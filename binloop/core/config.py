@@ -362,8 +362,11 @@ class Config:
                            "unconfined anyway (shown in the audit record and in status)",
                            groups=BUILD + TOOLS, parse=lambda t: _choice(t, ("strict", "unsafe")),
                            metavar="MODE")
-    toolchain_dir: str | None = setting(None, "cache of the TypeScript toolchain (default "
-                                        "~/.cache/binloop/toolchain)", groups=BUILD,
+    toolchain_dir: str | None = setting(None, "cache of the TypeScript toolchain: node "
+                                        "packages (tsc, the plugin SDK) installed on first "
+                                        "use; one another user installed is only read "
+                                        "(default $XDG_CACHE_HOME or ~/.cache, then "
+                                        "binloop/toolchain)", groups=BUILD,
                                         parse=optional_text, metavar="DIR")
     typescript_version: str = setting("5.9.3", "typescript version installed into the cache",
                                       groups=BUILD, metavar="VERSION")

@@ -62,14 +62,14 @@ def _routing(line: bytes) -> tuple[str | int, str, str]:
             hashlib.sha256(line).hexdigest())
 
 
-def record_message(line: bytes, prefix: str = "telemetry") -> Message:
+def record_message(line: bytes, prefix: str = default("subject_prefix")) -> Message:
     """One record as one message."""
     session, tool, rid = _routing(line)
     return Message(telemetry_subject(prefix, session, tool), line, {MSG_ID_HEADER: rid}, 1)
 
 
 def envelope_message(lines: list[bytes], session: str | int, tool: str, ids: list[str],
-                     prefix: str = "telemetry") -> Message:
+                     prefix: str = default("subject_prefix")) -> Message:
     """Records of one tool as one `Binloop-Batch: jsonl` message; its Nats-Msg-Id is a
     hash of the records' ids, so the same batch published twice is stored once."""
     digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()
@@ -85,7 +85,7 @@ class _ToolBatch:
 
 
 def messages(lines: Iterable[bytes], batch: int = 1,
-             prefix: str = "telemetry") -> Iterator[Message]:
+             prefix: str = default("subject_prefix")) -> Iterator[Message]:
     """The messages for `lines` in order: one per record, or envelopes of up to `batch`
     records of one tool (a tool's envelope is sent when full, and all at the end)."""
     if batch <= 1:
@@ -341,7 +341,7 @@ def read_lines(path: str, damaged: list[str] | None = None) -> Iterator[bytes]:
     import sys
 
     from binloop.core.reading import ReadOptions
-    from binloop.replay.inputs import InputReader
+    from binloop.replay.readers import InputReader
 
     options = ReadOptions(max_line_bytes=PUBLISH_LINE_MAX_BYTES)
     for chunk in InputReader(path, 4096, options=options):

@@ -27,7 +27,7 @@ log = logging.getLogger("binloop.nats")
 PENDING_MESSAGES_HEADER = "Nats-Pending-Messages"
 _REQUEST_ENDED = ("request timeout", "exceeds maxbytes", "batch completed")
 # A UTF-8 byte order mark before a record is removed, as the file reader does
-# (binloop.replay.inputs): a Windows-written line published as it is stays a record.
+# (binloop.replay.readers): a Windows-written line published as it is stays a record.
 BOM = b"\xef\xbb\xbf"
 
 Arrival = Literal["new", "seen", "gap"]

@@ -25,7 +25,7 @@ from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import RecordLimits, ToolInvocation
 from binloop.core.summary import Progress
 from binloop.replay.ingest import parse_chunk
-from binloop.replay.inputs import InputReader, input_size
+from binloop.replay.readers import InputReader, input_size
 
 ENGINES: Final = ("auto", "polars", "reference")
 POLARS_MODULE: Final = "binloop.engines.polars.engine"

@@ -33,8 +33,8 @@ def run(args: argparse.Namespace) -> int:
 
 def detect(config: Config) -> Any:
     """Run the configured engine on `config.input`; returns its RunSummary."""
-    from binloop.replay.inputs import list_input_files
-    from binloop.replay.outputs import check_outputs
+    from binloop.replay.engine_outputs import check_outputs
+    from binloop.replay.readers import list_input_files
 
     list_input_files(config.input or "", config.follow_symlinks)  # fail early and clearly
     check_outputs(config)

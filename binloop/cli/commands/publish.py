@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
-    from binloop.replay.inputs import list_input_files
+    from binloop.replay.readers import list_input_files
 
     list_input_files(args.file)  # a missing file is a one-line error before connecting
     damaged: list[str] = []
@@ -70,7 +70,7 @@ def publish_file(config: Config, path: str, rate: float | None, batch: int,
     from binloop.nats.jetstream import ensure_telemetry_stream
     from binloop.nats.link import NatsLink
     from binloop.nats.publish import messages, publish_messages, read_in_thread, read_lines
-    from binloop.replay.inputs import STDIN
+    from binloop.replay.readers import STDIN
     from flows.live import source_settings
 
     settings = source_settings(config)

@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
     windows = (config.window,) if args.window is not None else _windows(args.windows)
     requested = TruthSpec.parse(args.truth)
     plan = SweepPlan(thetas, windows, config.detection())
-    from binloop.replay.inputs import list_input_files
     from binloop.replay.jsonl import ensure_output_dir
+    from binloop.replay.readers import list_input_files
 
     if args.input:
         list_input_files(args.input, config.follow_symlinks)  # fail before any work

@@ -1,5 +1,5 @@
 """Reading telemetry for the polars engine: files as frames of valid records, a block at a
-time, exactly as the reference reader (`binloop.replay.inputs` + `binloop.replay.ingest`)
+time, exactly as the reference reader (`binloop.replay.readers` + `binloop.replay.ingest`)
 reads them.
 
 The same valid records in the same order, the same dead letters (reasons, positions), the
@@ -53,7 +53,7 @@ from binloop.core.schema import (
     ts_floor,
 )
 from binloop.replay.formats import AUTO, BINLOOP, LineMapper, mapped, mapper, resolve, sniff_file
-from binloop.replay.inputs import STDIN, InputReader, LineBlock, RawItem, line_blocks
+from binloop.replay.readers import STDIN, InputReader, LineBlock, RawItem, line_blocks
 
 FRAME_SCHEMA: Final = {
     # the line (or Parquet row) of the record in its file, from 1
@@ -180,7 +180,7 @@ def file_blocks(name: str, limits: RecordLimits = DEFAULT_LIMITS,
                 options: ReadOptions = DEFAULT_READ) -> Iterator[Block]:
     """The blocks of one input file (the name as `list_input_files` gives it: it is the
     dead letters' source); memory holds a few blocks, never the file. Lines are read,
-    split and refused by `binloop.replay.inputs.line_blocks`, as every engine reads them
+    split and refused by `binloop.replay.readers.line_blocks`, as every engine reads them
     (damaged files, oversized lines, line ends, byte order marks). Other input formats
     than binloop's own go through their mapper and the reference validator."""
     lowered = name.lower()

@@ -1,4 +1,4 @@
-"""Replay inputs: JSONL, JSONL.gz and Parquet files, directories of them, and stdin.
+"""Replay readers: JSONL, JSONL.gz and Parquet files, directories of them, and stdin.
 
 A reader hands out :class:`RawChunk` batches of undecoded lines (or Parquet rows) in
 arrival order, numbered by `seq`, and a :class:`ReadPosition` from which a new reader
