@@ -27,6 +27,7 @@ from binloop.core.events import BINEvent, dumps_event
 from binloop.core.logs import configure_logging
 from binloop.core.schema import DeadLetter
 from binloop.nats.jetstream import StreamSpec, telemetry_stream_spec
+from binloop.ops.gc_tuning import tune_for_dataflow
 from binloop.ops.metrics import record_counters
 from binloop.ops.shutdown import install_stop_handlers, stop_requested
 from binloop.replay.inputs import RawChunk
@@ -112,5 +113,7 @@ def __getattr__(name: str) -> Any:
     if name == "flow":
         configure_logging(load_config())
         install_stop_handlers()
-        return build_flow(load_config())
+        flow = build_flow(load_config())
+        tune_for_dataflow()
+        return flow
     raise AttributeError(name)

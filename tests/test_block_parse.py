@@ -232,14 +232,17 @@ def test_block_reads_give_the_lines_of_line_reads(parts: list[bytes], newline_at
         by_line = [c.items for c in InputReader(handle.name, 4)]
         with mock.patch.object(inputs, "READ_BYTES", block_bytes):  # blocks this small
             chunks = list(InputReader(handle.name, 4, whole_blocks=True))
-    assert [i for c in chunks for i in c.items] == [i for items in by_line for i in items]
+    assert [i for c in chunks for i in c.lines()] == [i for items in by_line for i in items]
     for chunk in chunks:
-        assert chunk.block is None or chunk.block == b"\n".join(chunk.items)  # type: ignore
+        assert chunk.count == len(chunk.lines())
+        assert chunk.block is None or chunk.block == b"\n".join(chunk.lines())  # type: ignore
+        assert chunk.ends is None or not chunk.items  # an uncut block carries no items
     assert [c.first_line for c in chunks] == [
-        1 + sum(len(c.items) for c in chunks[:n]) for n in range(len(chunks))]
+        1 + sum(c.count for c in chunks[:n]) for n in range(len(chunks))]
     for chunk in chunks:
-        assert BlockParser(COUNTS, RecordLimits()).parse(chunk.items, "s", 1, chunk.block) == \
-            BlockParser(COUNTS, RecordLimits()).parse(chunk.items, "s", 1)
+        assert BlockParser(COUNTS, RecordLimits()).parse(chunk.items, "s", 1, chunk.block,
+                                                         chunk.ends) == \
+            BlockParser(COUNTS, RecordLimits()).parse(chunk.lines(), "s", 1)
 
 
 def _line(**fields: Any) -> bytes:

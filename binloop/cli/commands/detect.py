@@ -52,6 +52,7 @@ def detect(config: Config) -> Any:
 def run_bytewax(config: Config) -> Any:
     """Run flows.detect in this process (1 process) or as a local cluster."""
     from binloop.ops.cluster import run_cluster
+    from binloop.ops.gc_tuning import tune_for_dataflow
 
     with tempfile.TemporaryDirectory(prefix="binloop-") as tmp:
         summary_path = Path(tmp) / "summary.json"
@@ -64,8 +65,10 @@ def run_bytewax(config: Config) -> Any:
             from sinks.jsonl_file import DEFERRED_ERRORS
 
             DEFERRED_ERRORS.clear()
+            flow = build_flow(config)
+            tune_for_dataflow()
             try:
-                cli_main(build_flow(config), workers_per_process=config.workers)
+                cli_main(flow, workers_per_process=config.workers)
             except Exception as exc:
                 raise unwrap_flow_error(exc) from None
             if DEFERRED_ERRORS:
