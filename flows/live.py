@@ -99,9 +99,13 @@ def build_flow(config: Config, *, source: Source[SourceItem] | None = None,
     split = op.branch("split_rejects", items, lambda x: isinstance(x, RawChunk))
     chunks = cast(Stream[RawChunk], split.trues)
     rejects = cast(Stream[DeadLetter], split.falses)
+    # Each worker reads its own partitions; hand chunks round only when some worker
+    # would have none to decode (moving raw telemetry between processes costs more
+    # than decoding it).
+    spread = config.partitions < config.workers * config.processes
     events = add_detector(chunks, config, controls(flow) if controls else None,
                           on_summary, rejects=rejects, seed=seed,
-                          on_counters=record_counters)
+                          on_counters=record_counters, spread=spread)
     write_live_events(events, config)
     if on_events is not None:
         on_events(events)
