@@ -326,8 +326,11 @@ class BlockParser:
             rec = _DECODER.decode(line)
         except _DECODE_ERRORS:
             return None
+        mode, record_id = rec.failure_mode, rec.id
         if (rec.ts > future or rec.ts < self._floor or (self._infer and self._inferred(rec))
-                or not self._modes_normal({rec.failure_mode}) or not _ids_lower_hex([rec])):
+                or (mode is not None and mode not in self._normal_modes
+                    and not self._modes_normal({mode}))
+                or (record_id is not None and not _ids_lower_hex([rec]))):
             return None
         return rec
 
