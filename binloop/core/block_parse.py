@@ -87,6 +87,7 @@ _DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, Recursion
 _TS = attrgetter("ts")
 _MODE = attrgetter("failure_mode")
 _IDS = attrgetter("id")
+_ERROR = attrgetter("error")
 _HEX_LOWER: Final = b"0123456789abcdef"
 
 
@@ -181,7 +182,7 @@ class BlockParser:
         if checked is None:
             return False
         max_ts, modes = checked
-        if self._infer and any(self._inferred(rec) for rec in records):
+        if self._infer and self._any_inferred(records):
             return self._fast_with_inference(lines, records, out, blank, max_ts)
         counts = self.count_outcomes
         out.valid, out.blank, out.max_ts = len(records), blank, max_ts
@@ -212,7 +213,7 @@ class BlockParser:
         if checked is None:
             return False
         max_ts, modes = checked
-        if self._infer and any(self._inferred(rec) for rec in records):
+        if self._infer and self._any_inferred(records):
             return self._fast_with_inference(block.split(b"\n"), records, out, 0, max_ts)
         counts = self.count_outcomes
         cuts = [-1, *ends.tolist(), len(block)]
@@ -236,6 +237,11 @@ class BlockParser:
         if not _ids_lower_hex(records):
             return None
         return max_ts, modes
+
+    def _any_inferred(self, records: list[_Record]) -> bool:
+        """Whether the schema's parser would infer a failure mode in any record (only a
+        record with error text can get one: the others are not looked at one by one)."""
+        return any(map(self._inferred, compress(records, map(_ERROR, records))))
 
     def _inferred(self, rec: _Record) -> bool:
         """Whether the schema's parser infers this record's failure mode (it leaves a
