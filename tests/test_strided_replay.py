@@ -174,3 +174,34 @@ def test_a_crash_and_a_resume_count_every_record_once(telemetry: Path, tmp_path:
     after = read_jsonl(config.out)
     assert by_event_id(after) == by_event_id(reference.events)
 
+
+
+def test_binloop_detect_with_two_processes_runs_process_0_in_place(
+        telemetry: Path, tmp_path: Path, reference: Outcome) -> None:
+    """The real command: process 1 is started first, process 0 runs in the command's own
+    process; same events and dead letters as the reference engine, exit 0."""
+    import subprocess
+    import sys
+
+    out, dead = tmp_path / "events.jsonl", tmp_path / "dead.jsonl"
+    done = subprocess.run([sys.executable, "-m", "binloop.cli", "detect", "--input",
+                           str(telemetry), "--out", str(out), "--dead-letter", str(dead),
+                           "--engine", "bytewax", "--processes", "2", "--no-progress"],
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr  # invalid lines are dead letters, not an error
+    assert by_event_id(read_jsonl(str(out))) == by_event_id(reference.events)
+    assert sorted(map(str, read_jsonl(str(dead)))) == sorted(map(str, reference.dead))
+
+
+def test_a_peer_that_fails_is_reported_while_process_0_waits() -> None:
+    import subprocess
+    import sys
+    import threading
+
+    from binloop.ops.cluster import watch_peers
+
+    peer = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    seen: list[int] = []
+    called = threading.Event()
+    watch_peers([peer], lambda code: (seen.append(code), called.set()))
+    assert called.wait(30) and seen == [3]
