@@ -338,7 +338,8 @@ class BlockParser:
         if (rec.ts > future or rec.ts < self._floor or (self._infer and self._inferred(rec))
                 or (mode is not None and mode not in self._normal_modes
                     and not self._modes_normal({mode}))
-                or (record_id is not None and not _ids_lower_hex([rec]))):
+                or (record_id is not None and not (
+                    record_id.isascii() and not record_id.encode().translate(None, _HEX_LOWER)))):
             return None
         return rec
 
