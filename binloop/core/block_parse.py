@@ -178,11 +178,11 @@ class BlockParser:
             return False
         if len(records) != len(lines):
             return False
-        checked = self._as_decoded(records, block)
+        checked = self._as_decoded(records)
         if checked is None:
             return False
         max_ts, modes = checked
-        if self._infer and _may_hold_key(block, b'"error"') and self._any_inferred(records):
+        if self._infer and self._any_inferred(records):
             return self._fast_with_inference(lines, records, out, blank, max_ts)
         counts = self.count_outcomes
         out.valid, out.blank, out.max_ts = len(records), blank, max_ts
@@ -209,11 +209,11 @@ class BlockParser:
             return False
         if len(records) != len(ends) + 1:
             return False
-        checked = self._as_decoded(records, block)
+        checked = self._as_decoded(records)
         if checked is None:
             return False
         max_ts, modes = checked
-        if self._infer and _may_hold_key(block, b'"error"') and self._any_inferred(records):
+        if self._infer and self._any_inferred(records):
             return self._fast_with_inference(block.split(b"\n"), records, out, 0, max_ts)
         counts = self.count_outcomes
         cuts = [-1, *ends.tolist(), len(block)]
@@ -224,11 +224,9 @@ class BlockParser:
                        if (rec := records[i]).outcome in counts]
         return True
 
-    def _as_decoded(self, records: list[_Record],
-                    block: bytes) -> tuple[int, list[str | None]] | None:
+    def _as_decoded(self, records: list[_Record]) -> tuple[int, list[str | None]] | None:
         """(newest ts, failure modes) when the schema takes every decoded record as it
-        is (ts within bounds, failure modes canonical, ids lower-case hex), else None.
-        `block` holds the records' lines (a block without the key `"id"` has no ids)."""
+        is (ts within bounds, failure modes canonical, ids lower-case hex), else None."""
         stamps = list(map(_TS, records))
         max_ts = max(stamps)
         if max_ts > _future_bound(self.limits.max_future_skew_ms) or min(stamps) < self._floor:
@@ -236,7 +234,7 @@ class BlockParser:
         modes = list(map(_MODE, records))  # failure modes are non-empty: None is the only false
         if not self._modes_normal(set(compress(modes, modes))):
             return None
-        if _may_hold_key(block, b'"id"') and not _ids_lower_hex(records):
+        if not _ids_lower_hex(records):
             return None
         return max_ts, modes
 
@@ -350,12 +348,6 @@ def _lines_within_limit(block: bytes, lines: Sequence[bytes]) -> bool:
     if len(block) - len(lines[-1]) <= LINE_MAX_BYTES:
         return len(lines[-1]) <= LINE_MAX_BYTES
     return max(map(len, lines)) <= LINE_MAX_BYTES
-
-
-def _may_hold_key(block: bytes, quoted_key: bytes) -> bool:
-    """Whether any record of the block may have this key (a key may also be written
-    with \\u escapes, which a plain search would miss)."""
-    return quoted_key in block or b"\\u" in block
 
 
 def _is_utf8(block: bytes) -> bool:
