@@ -14,7 +14,7 @@ import pytest
 from binloop.core.redact import RULES_PATH, Redactor, is_secret_key
 from binloop.core.schema import validate_record
 from binloop.nats.subjects import subject_token
-from pipeline_runner.hanzo.bridge_rules import BRIDGE_RULES_PATH, is_current
+from pipeline_runner.hanzo.bridge_rules import BRIDGE_RULES_PATH, is_current, stale
 from pipeline_runner.toolchain import ToolchainUnavailable, node_binary
 from tests import redaction_corpus as rc
 from tests.test_redact import SECRETS
@@ -200,7 +200,9 @@ console.log(JSON.stringify(out));'''
 
 
 def test_the_proxy_and_host_client_copies_are_one() -> None:
-    assert (BRIDGE / "src/host_client.ts").read_bytes() == (PROXY / "host_client.ts").read_bytes()
+    assert (BRIDGE / "src/host_client.ts").read_bytes() == (PROXY / "host_client.ts").read_bytes(), \
+        "refresh the copy: python -m pipeline_runner.hanzo.bridge_rules"
+    assert stale() == []
 
 
 @pytest.mark.slow

@@ -67,9 +67,11 @@ def proxy_files(library_root: Path, entry: mf.ToolEntry, python: str) -> dict[st
     description = str(meta.get("description") or f"binloop tool {name}")[:1000]
     parameters = meta.get("input_schema") if isinstance(meta.get("input_schema"), dict) \
         else {"type": "object"}
+    invokes = meta.get("invokes") if isinstance(meta.get("invokes"), list) else []
     fill = {"id": pid, "tool": name, "version": entry["version"],
             "label": name.replace("_", " "), "description": description,
-            "parameters": parameters, "python": python, "library": str(library_root)}
+            "parameters": parameters, "python": python, "library": str(library_root),
+            "invokes": [str(tool) for tool in invokes]}
     template = (TEMPLATES / "index.ts").read_text(encoding="utf-8")
     lines = []
     for line in template.splitlines():
