@@ -89,7 +89,8 @@ def test_wrapper_tools_call_the_tool_they_wrap_in_the_bot_and_nothing_else(
         "tools": {"deny": ["fetch_denied"]},
     }
     (tmp_path / "bot.json").write_text(json.dumps(config))
-    env = {**os.environ, "HOME": str(tmp_path / "home"), "OPENCLAW_STATE_DIR": str(tmp_path / "state"),
+    env = {**os.environ, "HOME": str(tmp_path / "home"),
+           "OPENCLAW_STATE_DIR": str(tmp_path / "state"),
            "OPENCLAW_CONFIG_PATH": str(tmp_path / "bot.json")}
     for key in ("OPENCLAW_GATEWAY_TOKEN", "OPENCLAW_GATEWAY_PASSWORD", "OPENCLAW_GATEWAY_PORT"):
         env.pop(key, None)
