@@ -200,7 +200,8 @@ console.log(JSON.stringify(out));'''
 
 
 def test_the_proxy_and_host_client_copies_are_one() -> None:
-    assert (BRIDGE / "src/host_client.ts").read_bytes() == (PROXY / "host_client.ts").read_bytes(), \
+    copy, source = BRIDGE / "src/host_client.ts", PROXY / "host_client.ts"
+    assert copy.read_bytes() == source.read_bytes(), \
         "refresh the copy: python -m pipeline_runner.hanzo.bridge_rules"
     assert stale() == []
 
@@ -253,7 +254,8 @@ import {{ ToolHostClient, gatewayInvoker }} from {json.dumps(str(PROXY / "host_c
 const invoked = [];
 const run = async (tool, params) => {{ invoked.push(tool); return {{ tool, params }}; }};
 const client = new ToolHostClient(DATA.python, DATA.library, 20000);
-const result = await client.call("retry_tool", {{ args: {{}} }}, undefined, {{ tools: ["fetch_url"], run }});
+const grant = {{ tools: ["fetch_url"], run }};
+const result = await client.call("retry_tool", {{ args: {{}} }}, undefined, grant);
 client.close();
 let unreachable = "";
 try {{
