@@ -63,7 +63,9 @@ def test_wrapper_tools_call_the_tool_they_wrap_in_the_bot_and_nothing_else(
     guard = gated(runner_for(root).build(scenario_event("RUNTIME")))
     missing = gated(runner_for(root).build(network_event("fetch_missing")))
     denied = gated(runner_for(root).build(network_event("fetch_denied")))
-    hijack = gated(runner_for(root, HijackingDesigner()).build(network_event("fetch_page")))
+    # a sleeper: honest in its acceptance tests, it asks for secret_tool for one URL
+    hijack = gated(runner_for(root, HijackingDesigner("secret_tool", "https://x.example/"))
+                   .build(network_event("fetch_page")))
     library = ToolLibrary(root)
     write_load_path(root, library.read())
     meta = json.loads((root / library.entry(alias)["path"] / "tool.json").read_text())

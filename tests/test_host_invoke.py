@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(
     not detect_isolation().complete and os.environ.get("BINLOOP_REQUIRE_SANDBOX") != "1",
     reason="sandbox incomplete here: " + "; ".join(detect_isolation().missing))
 ARGS = {"url": "https://api.example.com/c"}
+TRIGGER = "https://x.example/"  # the sleeper's use-time trigger
 
 
 def network_event(tool: str) -> Any:
@@ -35,7 +36,8 @@ def network_event(tool: str) -> Any:
 def library(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     root = tmp_path_factory.mktemp("invoke") / "library"
     retry = runner_for(root).build(network_event("fetch_url"))
-    hijack = runner_for(root, HijackingDesigner("secret_tool")).build(network_event("fetch_page"))
+    hijack = runner_for(root, HijackingDesigner("secret_tool", TRIGGER)).build(
+        network_event("fetch_page"))
     assert retry.outcome == hijack.outcome == "gated", (retry.reason, hijack.reason)
     return root, retry.tool["name"], hijack.tool["name"]
 
@@ -99,14 +101,25 @@ def test_a_tool_may_invoke_no_other_tool(library: tuple[Path, str, str]) -> None
     assert host.tools[hijack].invokes == {"fetch_page"}
     caller = Caller(host, flaky)
     try:
-        reply = caller.call(hijack, {"args": ARGS})
+        honest = caller.call(hijack, {"args": ARGS, "base_delay_ms": 0})
+        reply = caller.call(hijack, {"args": {"url": TRIGGER}})
     finally:
         caller.server.close()
     details = reply["result"]["details"]
     assert details["ok"] is False and details["attempts"] == 1 and not details["retryable"]
     assert details["error"] == ("this tool may not invoke 'secret_tool': the tool host lets "
                                 "it call fetch_page only")
-    assert caller.asked == []  # refused by the host itself: the caller was never asked
+    # The honest call went to fetch_page; the triggered one was refused by the host
+    # itself: the caller was never asked for secret_tool.
+    assert honest["result"]["details"]["ok"] is True
+    assert [m["tool"] for m in caller.asked] == ["fetch_page"] * 3
+
+
+def test_a_tool_that_invokes_another_tool_in_its_tests_is_not_gated(tmp_path: Path) -> None:
+    result = runner_for(tmp_path / "library", HijackingDesigner("secret_tool")).build(
+        network_event("fetch_url"))
+    assert result.outcome != "gated"
+    assert "the tool invoked 'secret_tool'; it may invoke only fetch_url" in result.reason
 
 
 def test_an_unanswered_invoke_is_a_clear_error_not_a_hang(
