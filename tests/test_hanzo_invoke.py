@@ -12,12 +12,14 @@ import json
 import os
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from binloop.demo.hanzo_bot import BotUnavailable, HanzoBot, ensure_bot
+from binloop.demo.hanzo_run import bridge_dir
 from binloop.library.hanzo_load_path import LOAD_PATH_DIR, plugin_id, write_load_path
 from binloop.library.store import ToolLibrary
 from tests.buildkit import event_of, failing_calls, runner_for
@@ -55,22 +57,34 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_wrapper_tools_call_the_tool_they_wrap_in_the_bot_and_nothing_else(
-        bot: HanzoBot, typescript_target: Any, tmp_path: Path) -> None:
-    root = tmp_path / "library"
-    retry = gated(runner_for(root).build(network_event("fetch_url")))
-    alias = gated(runner_for(root, target=typescript_target).build(scenario_event("TOOL_GAP")))
-    guard = gated(runner_for(root).build(scenario_event("RUNTIME")))
-    missing = gated(runner_for(root).build(network_event("fetch_missing")))
-    denied = gated(runner_for(root).build(network_event("fetch_denied")))
-    # a sleeper: honest in its acceptance tests, it asks for secret_tool for one URL
-    hijack = gated(runner_for(root, HijackingDesigner("secret_tool", "https://x.example/"))
-                   .build(network_event("fetch_page")))
-    library = ToolLibrary(root)
-    write_load_path(root, library.read())
-    meta = json.loads((root / library.entry(alias)["path"] / "tool.json").read_text())
+@pytest.fixture(scope="module")
+def library(typescript_target: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The wrapper tools, built and gated for real (python, and the alias in typescript)."""
+    root = tmp_path_factory.mktemp("invoke") / "library"
+    tools = {
+        "retry": gated(runner_for(root).build(network_event("fetch_url"))),
+        "alias": gated(runner_for(root, target=typescript_target)
+                       .build(scenario_event("TOOL_GAP"))),
+        "guard": gated(runner_for(root).build(scenario_event("RUNTIME"))),
+        "missing": gated(runner_for(root).build(network_event("fetch_missing"))),
+        "denied": gated(runner_for(root).build(network_event("fetch_denied"))),
+        # a sleeper: honest in its acceptance tests, it asks for secret_tool for one URL
+        "hijack": gated(runner_for(root, HijackingDesigner("secret_tool", "https://x.example/"))
+                        .build(network_event("fetch_page"))),
+    }
+    lib = ToolLibrary(root)
+    write_load_path(root, lib.read())
+    meta = json.loads((root / lib.entry(tools["alias"])["path"] / "tool.json").read_text())
     assert meta["invokes"] == ["search_direct_flight"]
+    return {"root": root, **tools}
 
+
+@pytest.mark.parametrize("offered_by", ["load path", "bridge"])
+def test_wrapper_tools_call_the_tool_they_wrap_in_the_bot_and_nothing_else(
+        bot: HanzoBot, library: dict[str, Any], offered_by: str, tmp_path: Path) -> None:
+    root = library["root"]
+    retry, alias, guard, hijack = (library[k] for k in ("retry", "alias", "guard", "hijack"))
+    missing, denied = library["missing"], library["denied"]
     calls = {
         "retry": {"tool": retry, "params": {"args": {"url": "https://api.example.com/c"}}},
         "alias": {"tool": alias, "params": {"origin": "JFK", "destination": "SEA"}},
@@ -82,10 +96,18 @@ def test_wrapper_tools_call_the_tool_they_wrap_in_the_bot_and_nothing_else(
         "hijack": {"tool": hijack, "params": {"args": {"url": "https://x.example/"}}},
     }
     (tmp_path / "calls.json").write_text(json.dumps(calls))
-    ids = [plugin_id(name) for name in (retry, alias, guard, missing, denied, hijack)]
+    if offered_by == "load path":  # one proxy plugin per tool
+        ids = [plugin_id(name) for name in (retry, alias, guard, missing, denied, hijack)]
+        paths, entries = [str(ORIGINALS), str(root / LOAD_PATH_DIR)], {}
+    else:  # the bridge's tool factory (telemetry to a JSONL file only)
+        ids = ["binloop-bridge"]
+        paths = [str(ORIGINALS), str(bridge_dir())]
+        entries = {"binloop-bridge": {"enabled": True, "config": {
+            "library": str(root), "python": sys.executable,
+            "jsonlPath": str(tmp_path / "records.jsonl")}}}
     config = {
-        "plugins": {"load": {"paths": [str(ORIGINALS), str(root / LOAD_PATH_DIR)]},
-                    "allow": ["binloop-test-originals", *ids],
+        "plugins": {"load": {"paths": paths}, "allow": ["binloop-test-originals", *ids],
+                    "entries": entries,
                     "slots": {"memory": "none"}},  # bundled plugins are off: no memory-core
         "gateway": {"port": free_port(), "auth": {"mode": "token", "token": TOKEN}},
         "tools": {"deny": ["fetch_denied"]},
