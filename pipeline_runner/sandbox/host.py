@@ -26,7 +26,9 @@ one JSON object per line on stdin and writes one per line on stdout:
 With `"invoke": true` a tool that wraps another tool (retry, alias, guard, background)
 may call it: the host writes {"id", "op": "invoke", "invoke_id", "tool", "params"} and
 the caller answers {"id", "op": "invoke_result", "invoke_id", "ok", "result" | "error"}.
-Without it the tool gets no invoke.
+Without it the tool gets no invoke. A tool may invoke only the tool its verified
+`tool.json` names in `invokes` (the one it wraps); the host refuses any other name
+itself, without asking the caller, and the tool sees its invoke fail with the reason.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class HostedTool:
     files: dict[str, bytes]
     meta: dict[str, Any]
     answers: dict[str, str]
+    invokes: frozenset[str] = frozenset()
     worker: ToolWorker | None = None
     restarts: int = 0
     calls: int = 0
@@ -224,10 +227,14 @@ class ToolHost:
         if not isinstance(meta, dict) or meta.get("name") != entry["name"]:
             raise ToolRefused(f"{entry['name']}: tool.json does not describe this tool")
         target: TargetName = "python" if entry["target"] == "python" else "typescript"
+        invokes = meta.get("invokes", [])
+        if not isinstance(invokes, list) or not all(isinstance(n, str) for n in invokes):
+            raise ToolRefused(f"{entry['name']}: tool.json's invokes is not a list of names")
         return HostedTool(entry["name"], entry["version"], target, entry["entry"],
                           runnable(files), meta,
                           {"tool": entry["answers"]["tool"],
-                           "failure_mode": entry["answers"]["failure_mode"]})
+                           "failure_mode": entry["answers"]["failure_mode"]},
+                          frozenset(invokes))
 
     # -- calls ---------------------------------------------------------------------------
     def call(self, name: str, params: dict[str, Any], invoke: Invoke | None = None
@@ -243,7 +250,8 @@ class ToolHost:
             worker = self._worker(tool)
             tool.calls += 1
             try:
-                return worker.call(params, invoke, self.call_timeout_s, f"a call of {name}")
+                return worker.call(params, _only(tool, invoke), self.call_timeout_s,
+                                   f"a call of {name}")
             except WorkerFailed as exc:
                 worker.close()
                 tool.worker = None
@@ -310,6 +318,22 @@ class ToolHost:
             tools, self.tools = list(self.tools.values()), {}
         for tool in tools:
             tool.stop()
+
+
+def _only(tool: HostedTool, invoke: Invoke | None) -> Invoke | None:
+    """`invoke`, limited to the tools `tool` may call (its `invokes`)."""
+    if invoke is None:
+        return None
+    caller = invoke
+
+    def limited(name: str, params: dict[str, Any]) -> Any:
+        if name not in tool.invokes:
+            allowed = ", ".join(sorted(tool.invokes)) or "no tool"
+            # (without this tool's own name: a retry tool must not take it for transient)
+            raise PermissionError(f"this tool may not invoke {name[:100]!r}: the tool host "
+                                  f"lets it call {allowed} only")
+        return caller(name, params)
+    return limited
 
 
 def tool_result(details: Any, text: str) -> dict[str, Any]:
