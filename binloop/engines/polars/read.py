@@ -41,15 +41,15 @@ from binloop.core.classify import GIVEN, INFER
 from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import (
     DEFAULT_LIMITS,
-    FAILURE_MODE_MAX_CHARS,
     LINE_MAX_BYTES,
-    OUTCOMES,
     TOOL_MAX_CHARS,
     DeadLetter,
     InvalidRecord,
     RecordLimits,
     RecordParser,
     ToolInvocation,
+    _check_failure_mode,
+    _outcome,
     dumps_record,
     raw_text,
     ts_floor,
@@ -92,8 +92,6 @@ SKEW_MARGIN_MS: Final = 60_000
 ARGS_GROWTH: Final = 5
 BOM_TEXT: Final = BOM.decode()
 
-_INT: Final = r"^-?(0|[1-9][0-9]{0,17})$"
-_MODE: Final = r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$"
 # JSON tokens that orjson may re-encode longer than written: exponents, very long integers.
 _GROWS: Final = r"[0-9][eE][+-]?[0-9]+[,}\] ]|[0-9]{19}"
 
@@ -459,44 +457,55 @@ _STRING_FIELDS: Final = ("agent_id", "error", "error_template", "failure_mode", 
                          "outcome", "tool")
 
 
-def _doubtful() -> str:
+def _doubtful(any_char: str) -> str:
     """A line where polars' reading may differ from orjson's, or a field has a type it
     must not have. polars keeps the first of two equal keys, orjson the last: a field
     polars reads written twice (at any depth) is doubtful. A key spelt with \\u escapes
     (it could be one of ours) and a surrogate escape (polars accepts a lone one, orjson
     does not) are doubtful. A field polars does not read (or reads as text, which turns
     any value into a string) must show a value of its type right after its key,
-    wherever it occurs: a string or null; `session_id` a string or an integer; `args`
-    an object or null; `duration_ms` a non-negative integer (at most 19 digits: within
-    orjson's integers) or null. polars has read the line as JSON: after a key and its
-    colon, `n` is null, `"` a string, `{` an object."""
-    twice = [f'"{key}"{_W}:.*"{key}"{_W}:' for key in _READ_SCHEMA]
+    wherever it occurs: a string or null; `session_id` a string or an integer of at
+    most 18 digits (polars writes `1.0` as 1); `args` an object or null; `duration_ms`
+    a non-negative integer of at most 19 digits (within orjson's integers) or null.
+    polars has read the line as JSON: after a key and its colon, `n` is null, `"` a
+    string, `{` an object. `any_char` is what may stand between two keys (a line, or
+    a block of them: not a newline)."""
+    twice = [f'"{key}"{_W}:{any_char}*"{key}"{_W}:' for key in _READ_SCHEMA]
     escapes = [r"\\u[dD][89a-fA-F]", rf'\\u[0-9a-fA-F]{{4}}[a-zA-Z0-9_\\]*"{_W}:']
     strings = "|".join(_STRING_FIELDS)
-    types = [f'"(?:{strings})"{_W}:{_W}[^"n \t]',
-             f'"session_id"{_W}:{_W}[^"0-9\\- \t]',
-             f'"args"{_W}:{_W}[^{{n \t]',
-             f'"duration_ms"{_W}:{_W}(?:[^0-9n \t]|[0-9]{{20}}|[0-9]+[.eE])']
+    types = [f'"(?:{strings})"{_W}:{_W}[^"n \t\n]',
+             f'"session_id"{_W}:{_W}(?:[^"0-9\\- \t]|-?[0-9]{{19}}|-?[0-9]+[.eE])',
+             f'"args"{_W}:{_W}[^{{n \t\n]',
+             f'"duration_ms"{_W}:{_W}(?:[^0-9n \t\n]|[0-9]{{20}}|[0-9]+[.eE])']
     return "|".join([*twice, *escapes, *types])
 
 
-_DOUBTFUL: Final = _doubtful()
-_SESSION_STRING: Final = f'"session_id"{_W}:{_W}"'
+_DOUBTFUL: Final = _doubtful(".")
+_HEX_IDS: Final = r"^[0-9a-fA-F]*$"
 
 
 def _prove(block: pl.DataFrame, limits: RecordLimits, first_line: int,
            whole: bytes | None) -> pl.DataFrame:
     """The lines of `block` (`text`, `size`, `row`) proven valid, as frame rows with their
-    block `row`; `whole` is the block's bytes when they are exactly its lines."""
+    block `row`; `whole` is the block's bytes when they are exactly its lines. The checks
+    that only the odd line fails run once over the whole block (a regex search per line
+    costs more than the search itself on short lines), and per line only where the
+    block fails them."""
     text = pl.col("text")
-    candidates = block.filter(text.is_not_null() & pl.col("size").is_between(2, LINE_MAX_BYTES)
-                              & text.str.starts_with("{") & text.str.ends_with("}"))
+    is_candidate = (text.is_not_null() & pl.col("size").is_between(2, LINE_MAX_BYTES)
+                    & text.str.starts_with("{") & text.str.ends_with("}"))
+    mask = block.select(is_candidate.fill_null(False)).to_series()
+    candidates = block if mask.all() else block.filter(mask)
     read = _read_fields(block.height, candidates, whole)
     if read is None:
         return _empty_rows()
+    # A regex search costs as much per line as over the whole block at once: it runs
+    # at the speed of its automaton, whatever the lines.
+    doubtful = read.select(pl.col("text").str.contains(_DOUBTFUL)).to_series()
+    if doubtful.any():
+        read = read.filter(~doubtful)
+    proven = _typed(read, limits, first_line)
     small = limits.args_max_bytes // ARGS_GROWTH
-    proven = _typed(read.lazy().filter(~text.str.contains(_DOUBTFUL)), limits,
-                    first_line).collect()
     if (proven["size"] > small).any():
         # Long lines: `args` could re-encode longer than written, or nest deeper than
         # orjson allows; such lines are left to the reference parser.
@@ -540,13 +549,14 @@ def _args_stay(text: pl.Expr) -> pl.Expr:
     return ~text.str.contains(_GROWS) & (text.str.count_matches(r"[\[{]") < 500)
 
 
-def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.LazyFrame:
+def _typed(read: pl.DataFrame, limits: RecordLimits, first_line: int) -> pl.DataFrame:
     """Rows whose values pass validation, as frame rows (with `row`, `text` and `size`);
-    the rest are dropped (slow path). The bounds are `binloop.core.schema`'s own constants
-    and the run's `RecordLimits`."""
-    mode = pl.col("v_failure_mode")
-    code = mode.str.extract(r"^([^.]+)", 1).str.to_uppercase()
-    taxonomy = sorted(limits.taxonomy)
+    the rest are dropped (slow path). Outcomes and failure modes repeat endlessly: each
+    distinct one is decided by `binloop.core.schema` itself. The other bounds are the
+    schema's constants and the run's `RecordLimits`."""
+    outcome = _decided(read["v_outcome"], _normal_outcome)
+    taxonomy = limits.taxonomy
+    mode = _decided(read["v_failure_mode"], lambda m: _check_failure_mode(m, taxonomy))
     ts = pl.col("v_ts")
     ts_ok = ts >= 0
     if limits.max_future_skew_ms is not None:
@@ -556,18 +566,38 @@ def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.Laz
     if floor > 0:
         ts_ok = ts_ok & (ts >= floor if math.isfinite(floor) else pl.lit(False))
     session = pl.col("v_session_id")
-    session_str = pl.col("text").str.contains(_SESSION_STRING)
-    outcome = pl.col("v_outcome").str.to_lowercase()
+    # polars reads an integer session id as its digits: which of the values that look
+    # like integers were written as strings?
+    looks_int = session.cast(pl.Int64, strict=False).is_not_null()
+    if read.select(looks_int.any()).item():
+        # `_DOUBTFUL` lets no line through with `session_id` written twice: its one key
+        # is followed by blanks, the colon, blanks and the value (blanks beyond the
+        # slice: neither a string nor an integer, so the reference parser decides).
+        text = pl.col("text")
+        after = text.str.slice(text.str.find('"session_id"', literal=True) + 12, 16)
+        first = after.str.strip_chars_start(": \t").str.slice(0, 1)
+        written_as_string = first == '"'
+        written_as_int = first.is_in(list("-0123456789"))
+    else:
+        written_as_string = written_as_int = pl.lit(False)
+    session_str = ~looks_int | written_as_string
+    ids = read["v_id"].drop_nulls()
+    if ids.is_empty() or ((ids.str.len_bytes() == 64).all()
+                          and ids.str.join("").str.contains(_HEX_IDS).item()):
+        id_ok = pl.lit(True)
+    else:
+        id_ok = pl.col("v_id").is_null() | pl.col("v_id").str.contains(r"^[0-9a-fA-F]{64}$")
+    normal = read.lazy().with_columns(n_outcome=outcome, n_mode=mode,
+                                      n_session_str=session_str)
+    outcome, mode = pl.col("n_outcome"), pl.col("n_mode")
     valid = (
         ts_ok
-        & pl.when(session_str).then(session.str.len_chars().is_between(1, TOOL_MAX_CHARS))
-        .otherwise(session.str.contains(_INT))
+        & pl.when(pl.col("n_session_str"))
+        .then(session.str.len_chars().is_between(1, TOOL_MAX_CHARS)).otherwise(written_as_int)
         & pl.col("v_tool").str.len_chars().is_between(1, TOOL_MAX_CHARS)
-        & pl.col("v_outcome").str.contains(r"^[A-Za-z]+$") & outcome.is_in(sorted(OUTCOMES))
-        & (mode.is_null() | (mode.str.contains(_MODE)
-                             & (mode.str.len_chars() <= FAILURE_MODE_MAX_CHARS)
-                             & code.is_in(taxonomy)))
-        & (pl.col("v_id").is_null() | pl.col("v_id").str.contains(r"^[0-9a-fA-F]{64}$"))
+        & outcome.is_not_null()
+        & (pl.col("v_failure_mode").is_null() | mode.is_not_null())
+        & id_ok
     )
     if limits.failure_modes != GIVEN:
         # A record whose failure mode is to be inferred takes the slow path, where the
@@ -575,16 +605,38 @@ def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.Laz
         inferred = outcome.is_in(sorted(limits.infer_outcomes))
         valid = valid & ~(inferred if limits.failure_modes == INFER else
                           inferred & mode.is_null())
-    normal_mode = pl.concat_str([code, mode.str.slice(code.str.len_bytes())])
-    return lines.filter(valid.fill_null(False)).select(
+    lower = ids.str.contains("[A-F]").any()
+    rows = normal.select(
         "row", "text", "size",
         line=pl.col("row").cast(pl.UInt64) + first_line,
-        id=pl.col("v_id").str.to_lowercase(),
+        id=pl.col("v_id").str.to_lowercase() if lower else pl.col("v_id"),
         session_id=session,
-        session_int=~session_str,
+        session_int=~pl.col("n_session_str"),
         ts=ts.cast(pl.UInt64),
         tool="v_tool",
-        failure_mode=normal_mode,
+        failure_mode=mode,
         outcome=outcome,
         record=pl.when(mode.is_not_null()).then(pl.col("text").cast(pl.Binary)),
-    )
+        valid=valid.fill_null(False),
+    ).collect()
+    if not rows["valid"].all():
+        rows = rows.filter("valid")
+    return rows.drop("valid")
+
+
+def _normal_outcome(value: str) -> str:
+    return _outcome(value)
+
+
+def _decided(values: pl.Series, decide: Callable[[str], str]) -> pl.Expr:
+    """`values` as `decide` (a function of the schema) normalises them, null where it
+    rejects one: decided once per distinct value."""
+    distinct = values.drop_nulls().unique().to_list()
+    verdicts: list[str | None] = []
+    for value in distinct:
+        try:
+            verdicts.append(decide(value))
+        except InvalidRecord:
+            verdicts.append(None)
+    return pl.col(values.name).replace_strict(distinct, verdicts, default=None,
+                                              return_dtype=pl.String)
