@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Final, NamedTuple, Protocol
 
 import orjson
@@ -108,6 +109,8 @@ class LoadedRecords(NamedTuple):
     lines: int | None = None
     damaged: int = 0
     ts_converted: int = 0
+    # lines of the block, blank ones included (`_load_block`)
+    block_lines: int = 0
 
 
 class Block(NamedTuple):
@@ -248,17 +251,17 @@ def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iter
     with open(name, "rb", buffering=0) as file, \
             ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
         limit = os.fstat(file.fileno()).st_size
-        offset = lines_before = 0  # of the blocks submitted so far
+        offset = 0  # bytes of the blocks submitted so far
+        taken = [0]  # lines of the blocks handed out so far
         carry = b""
 
         def submit(data: bytes, size: int) -> None:
-            nonlocal offset, lines_before
-            lines = data.count(b"\n")
-            pending.append(_Pending(pool.submit(_load_block, data, lines_before + 1, name,
-                                                limits, options),
-                                    lines, offset, lines_before, offset + size))
+            # Numbered from 1 in the block, and renumbered in order (`_take`): counting
+            # the lines here would hold the interpreter lock for a pass over the bytes.
+            nonlocal offset
+            pending.append(_Pending(pool.submit(_load_block, data, 1, name, limits, options),
+                                    offset, offset + size))
             offset += size
-            lines_before += lines
 
         while handover is None:
             want = min(READ_BYTES, limit - offset - len(carry))
@@ -266,7 +269,7 @@ def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iter
             if not chunk:
                 if carry and os.fstat(file.fileno()).st_size <= limit:
                     if b"\r" in carry:
-                        at_reader = (offset, lines_before)
+                        at_reader = (offset, -1)
                     else:
                         submit(carry + b"\n", len(carry))
                 break
@@ -275,22 +278,23 @@ def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iter
             if cut == 0:
                 carry = data
                 if len(carry) > options.max_line_bytes:
-                    at_reader = (offset, lines_before)
+                    at_reader = (offset, -1)
                     break
                 continue
             block, carry = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
             if b"\r" in block:
-                at_reader = (offset, lines_before)
+                at_reader = (offset, -1)
                 break
             submit(block, len(block))
             while len(pending) > LOAD_THREADS and handover is None:
-                handover = yield from _take(pending, name)
+                handover = yield from _take(pending, name, taken)
         # The blocks before: a block of them may itself need the line reader.
         while pending and handover is None:
-            handover = yield from _take(pending, name)
+            handover = yield from _take(pending, name, taken)
         for waiting in pending:
             waiting.future.cancel()
-    handover = handover or at_reader
+    if handover is None and at_reader is not None:
+        handover = (at_reader[0], taken[0])  # every block before it has been handed out
     if handover is not None:
         at, before = handover
         yield from _jsonl_blocks(line_blocks(name, _block_lines(None), options, offset=at,
@@ -299,21 +303,33 @@ def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iter
 
 class _Pending(NamedTuple):
     future: Future[LoadedRecords]
-    lines: int
     start: int  # byte offset of the block in its file
-    before: int  # lines of the file before it
     end: int
 
 
-def _take(pending: deque[_Pending], name: str) -> Generator[Block, None, tuple[int, int] | None]:
-    """Yield the oldest block; or say where the line reader must take over."""
+def _take(pending: deque[_Pending], name: str,
+          taken: list[int]) -> Generator[Block, None, tuple[int, int] | None]:
+    """Yield the oldest block, its lines numbered after the `taken[0]` lines handed out
+    before it; or say where the line reader must take over."""
     block = pending.popleft()
     try:
         loaded = block.future.result()
     except _NeedsLineReader:
-        return (block.start, block.before)
-    yield Block(name, loaded, block.lines, block.end)
+        return (block.start, taken[0])
+    before = taken[0]
+    taken[0] += loaded.block_lines
+    yield Block(name, _renumbered(loaded, before), loaded.block_lines, block.end)
     return None
+
+
+def _renumbered(loaded: LoadedRecords, before: int) -> LoadedRecords:
+    """A block numbered from 1, numbered after `before` lines."""
+    if before == 0:
+        return loaded
+    frame = loaded.frame.with_columns(line=pl.col("line") + before)
+    dead = [replace(letter, position=str(int(letter.position) + before))
+            for letter in loaded.dead]
+    return loaded._replace(frame=frame, dead=dead)
 
 
 def concat_blocks(blocks: Iterable[Block]) -> LoadedRecords:
@@ -373,7 +389,8 @@ def _load_block(data: bytes, first_line: int, source: str, limits: RecordLimits,
     whole = data if raw_lines is None and blank == 0 else None
     proven = _prove(block, limits, first_line, whole)
     if proven.height == block.height - blank:
-        return LoadedRecords(proven.drop("row"), list(rejects), blank, damaged=damaged)
+        return LoadedRecords(proven.drop("row"), list(rejects), blank, damaged=damaged,
+                             block_lines=block.height)
     unsettled = block.filter((pl.col("size") > 0) & ~pl.col("row").is_in(proven["row"].implode()))
     rows = unsettled["row"].to_list()
     if raw_lines is not None:
@@ -384,7 +401,7 @@ def _load_block(data: bytes, first_line: int, source: str, limits: RecordLimits,
     slow = _slow_path(items, rows, first_line, source, limits)
     frame = proven if slow.frame.is_empty() else pl.concat([proven, slow.frame]).sort("row")
     return LoadedRecords(frame.drop("row"), [*rejects, *slow.dead], blank, damaged=damaged,
-                         ts_converted=slow.ts_converted)
+                         ts_converted=slow.ts_converted, block_lines=block.height)
 
 
 def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, source: str,
@@ -612,7 +629,7 @@ def _typed(read: pl.DataFrame, limits: RecordLimits, first_line: int) -> pl.Data
         id=pl.col("v_id").str.to_lowercase() if lower else pl.col("v_id"),
         session_id=session,
         session_int=~pl.col("n_session_str"),
-        ts=ts.cast(pl.UInt64),
+        ts=ts.cast(pl.UInt64, strict=False),
         tool="v_tool",
         failure_mode=mode,
         outcome=outcome,
