@@ -273,15 +273,17 @@ def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iter
                     else:
                         submit(carry + b"\n", len(carry))
                 break
-            data = carry + chunk if carry else chunk
-            cut = data.rfind(b"\n") + 1
+            cut = chunk.rfind(b"\n") + 1
             if cut == 0:
-                carry = data
+                carry += chunk
                 if len(carry) > options.max_line_bytes:
                     at_reader = (offset, -1)
                     break
                 continue
-            block, carry = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
+            # One copy of the bytes at most: the block is made from views of what was read.
+            block = (chunk if not carry and cut == len(chunk)
+                     else b"".join((carry, memoryview(chunk)[:cut])))
+            carry = chunk[cut:]
             if b"\r" in block:
                 at_reader = (offset, -1)
                 break
