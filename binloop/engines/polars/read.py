@@ -500,6 +500,7 @@ def _doubtful(any_char: str) -> str:
 
 
 _DOUBTFUL: Final = _doubtful(".")
+_SESSION_STRING: Final = f'"session_id"{_W}:{_W}"'
 _HEX_IDS: Final = r"^[0-9a-fA-F]*$"
 
 
@@ -589,16 +590,10 @@ def _typed(read: pl.DataFrame, limits: RecordLimits, first_line: int) -> pl.Data
     # like integers were written as strings?
     looks_int = session.cast(pl.Int64, strict=False).is_not_null()
     if read.select(looks_int.any()).item():
-        # `_DOUBTFUL` lets no line through with `session_id` written twice: its one key
-        # is followed by blanks, the colon, blanks and the value (blanks beyond the
-        # slice: neither a string nor an integer, so the reference parser decides).
-        text = pl.col("text")
-        after = text.str.slice(text.str.find('"session_id"', literal=True) + 12, 16)
-        first = after.str.strip_chars_start(": \t").str.slice(0, 1)
-        written_as_string = first == '"'
-        written_as_int = first.is_in(list("-0123456789"))
+        # `_DOUBTFUL` lets through only a string or an integer after the one key.
+        written_as_string = pl.col("text").str.contains(_SESSION_STRING)
     else:
-        written_as_string = written_as_int = pl.lit(False)
+        written_as_string = pl.lit(False)
     session_str = ~looks_int | written_as_string
     ids = read["v_id"].drop_nulls()
     if ids.is_empty() or ((ids.str.len_bytes() == 64).all()
@@ -612,7 +607,8 @@ def _typed(read: pl.DataFrame, limits: RecordLimits, first_line: int) -> pl.Data
     valid = (
         ts_ok
         & pl.when(pl.col("n_session_str"))
-        .then(session.str.len_chars().is_between(1, TOOL_MAX_CHARS)).otherwise(written_as_int)
+        # (else an integer: an integer of at most 18 digits is valid)
+        .then(session.str.len_chars().is_between(1, TOOL_MAX_CHARS)).otherwise(True)
         & pl.col("v_tool").str.len_chars().is_between(1, TOOL_MAX_CHARS)
         & outcome.is_not_null()
         & (pl.col("v_failure_mode").is_null() | mode.is_not_null())
