@@ -347,20 +347,36 @@ def concat_blocks(blocks: Iterable[Block]) -> LoadedRecords:
 
 def _lines_of(data: bytes) -> tuple[pl.Series, pl.Series, list[bytes] | None]:
     """The lines of a block (whole lines, each ending in \\n) as text and their sizes in
-    bytes; and, only when the block is not all UTF-8 (or not readable as lines of text),
-    as bytes, with null text for a line that is not UTF-8. A line holding a control
-    character other than tab is not JSON: it is only ever read as bytes here."""
-    lines = data.count(b"\n")
+    bytes; and, only when some line is not UTF-8 (or the block is not readable as lines
+    of text), as bytes, with null text for a line that is not UTF-8."""
     try:
-        # One column of text per line: the separator (a control character) and no quoting.
+        # One column of text per line: a control character as the separator (a line
+        # holding one is not JSON, and fails this), no quoting; bytes that are not
+        # UTF-8 are read as U+FFFD.
         text = pl.read_csv(io.BytesIO(data), has_header=False, separator="\x1f",
-                           quote_char=None, schema={"text": pl.String})["text"]
+                           quote_char=None, schema={"text": pl.String},
+                           encoding="utf8-lossy")["text"]
     except pl.exceptions.PolarsError:
         text = None
-    if text is not None and text.len() == lines:
-        return text, text.str.len_bytes().fill_null(0), None
-    raw = data.split(b"\n")
-    raw.pop()
+    raw: list[bytes] | None = None
+    if text is not None:
+        size = text.str.len_bytes().fill_null(0)
+        odd = text.str.contains("\ufffd", literal=True)
+        if not odd.any():
+            if size.sum() + text.len() == len(data):  # every line read, as it is
+                return text, size, None
+        else:
+            raw = data.split(b"\n")
+            raw.pop()
+            if len(raw) == text.len():
+                # Only the lines holding a U+FFFD are decoded here: is it written, or
+                # read from bytes that are not UTF-8?
+                rows = odd.arg_true().to_list()
+                return (text.scatter(rows, [_decoded(raw[row]) for row in rows]),
+                        size.scatter(rows, [len(raw[row]) for row in rows]), raw)
+    if raw is None:
+        raw = data.split(b"\n")
+        raw.pop()
     return (pl.Series("text", [_decoded(line) for line in raw], dtype=pl.String),
             pl.Series("size", [len(line) for line in raw], dtype=pl.UInt32), raw)
 
