@@ -3,17 +3,19 @@ time, exactly as the reference reader (`binloop.replay.inputs` + `binloop.replay
 reads them.
 
 The same valid records in the same order, the same dead letters (reasons, positions), the
-same blank-line count. A block of lines is validated with column expressions: a line is
-*proven* when it is byte for byte the JSON encoding of the values polars read, in the key
-order and with the separators its writer used (a block learns the few layouts its lines
-use from one line each), and those values pass the checks of `binloop.core.schema`, built from
-its declared bounds (`OUTCOMES`, `TOOL_MAX_CHARS`, the taxonomy, ...): anything doubtful
-is simply not proven. Such a line can mean nothing else to orjson, so the reference
-parser would accept it and produce exactly these values. `args` is the text between the
-fields before and after it, accepted when it is one JSON object that validation keeps as
-it is. Lines not proven are decided by `binloop.core.schema.parse_record`, which gives the
-reasons: in Python only for the lines a block cannot prove (invalid ones and odd ones
-out), never for the valid records of a well-formed file.
+same blank-line count. A plain JSONL file is read in blocks of whole lines as they lie in
+the file (`_plain_blocks`); other inputs, and what only the line reader decides (`\\r`
+line ends, byte order marks, oversized lines), go through
+`binloop.replay.inputs.line_blocks`. A block is validated with column expressions: polars
+reads the fields detection needs, and a line is *proven* when nothing in its text can make
+orjson (the schema's reader) see other values (`_DOUBTFUL`: a field polars reads written
+twice, keys spelt with escapes, surrogates, a field whose type only the text shows) and
+those values pass the schema's checks: outcomes and failure modes decided by the schema's
+own functions once per distinct value, the rest built from its declared bounds
+(`TOOL_MAX_CHARS`, the ts bounds, ...). Anything doubtful is simply not proven. Lines not
+proven are decided by `binloop.core.schema.RecordParser`, which gives the reasons: in
+Python only for the lines a block cannot prove (invalid ones and odd ones out), never for
+the valid records of a well-formed file.
 
 A proven line without an `id` has a null `id` here: its content hash is computed only
 where it is used (`record_of`: evidence, late records, and keys where ids could collide).
