@@ -31,7 +31,7 @@ from binloop.core.window import WindowSpec
 from binloop.engines.polars.engine import detect_frame, detect_rows, load_records
 from binloop.engines.polars.read import LoadedRecords, record_of, records_frame
 from binloop.replay.ingest import parse_chunk
-from binloop.replay.inputs import InputReader
+from binloop.replay.readers import InputReader
 from tests.helpers import rec
 from tests.strategies import encode, odd_lines, telemetry_lines
 

@@ -20,6 +20,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 import orjson
 
+from binloop.core.config import default
 from binloop.core.events import BINEvent
 from binloop.library.manifest import Answers, Manifest
 from pipeline_runner import design as design_module
@@ -104,7 +105,7 @@ declarations:
 
 @dataclass(frozen=True)
 class Limits:
-    retries: int = 2
+    retries: int = default("llm_retries")
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
 
 

@@ -45,16 +45,21 @@ from typing import Any, Final
 
 import orjson
 
+from binloop.core.config import default
 from binloop.core.fsutil import sha256_bytes
 from binloop.core.names import UnsafeName, check_relpath, check_tool_name
 from binloop.library import manifest as mf
 from binloop.library.store import ToolLibrary
 from pipeline_runner.sandbox.client import Invoke, TargetName, ToolError, ToolWorker, WorkerFailed
-from pipeline_runner.sandbox.isolation import SandboxMode
+from pipeline_runner.sandbox.isolation import DEFAULT_MODE, SandboxMode
+from pipeline_runner.sandbox.launch import Limits, Sandbox
 from pipeline_runner.sandbox.probe import require
-from pipeline_runner.sandbox.runner import Limits, Sandbox
 
 TARGETS: Final = ("python", "typescript")
+# A call that takes longer fails (its worker is stopped); a version whose worker crashed
+# this often is not started again.
+CALL_TIMEOUT_S: Final = 30.0
+MAX_RESTARTS: Final = 3
 DEFAULT_LIMITS: Final = {
     # long-lived workers: the per-call timeout bounds a call, these bound the worker
     "python": Limits(wall_s=0, cpu_s=3600, memory_mb=1024, tmpfs_mb=64, processes=64, nice=0),
@@ -132,8 +137,8 @@ class ToolHost:
     """Gated tools of one library, each served by its own sandboxed worker."""
 
     def __init__(self, library_dir: str | Path, targets: tuple[str, ...] = TARGETS,
-                 call_timeout_s: float = 30.0, max_restarts: int = 3,
-                 sandbox_mode: SandboxMode = "strict",
+                 call_timeout_s: float = CALL_TIMEOUT_S, max_restarts: int = MAX_RESTARTS,
+                 sandbox_mode: SandboxMode = DEFAULT_MODE,
                  limits: dict[str, Limits] | None = None) -> None:
         self.library = ToolLibrary(library_dir)
         self.targets = targets
@@ -430,9 +435,9 @@ def main(argv: list[str] | None = None) -> int:
                     "JSON lines on stdin/stdout.")
     parser.add_argument("--library", required=True, metavar="DIR")
     parser.add_argument("--target", choices=(*TARGETS, "all"), default="all")
-    parser.add_argument("--call-timeout", type=float, default=30.0, metavar="SECONDS")
-    parser.add_argument("--max-restarts", type=int, default=3, metavar="N")
-    parser.add_argument("--sandbox", choices=("strict", "unsafe"), default="strict")
+    parser.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT_S, metavar="SECONDS")
+    parser.add_argument("--max-restarts", type=int, default=MAX_RESTARTS, metavar="N")
+    parser.add_argument("--sandbox", choices=("strict", "unsafe"), default=default("sandbox"))
     args = parser.parse_args(argv)
     targets = TARGETS if args.target == "all" else (args.target,)
     try:

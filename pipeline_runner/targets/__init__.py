@@ -103,7 +103,7 @@ def tool_files(tool_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any], di
     """(cases, metadata, the files the tool's worker gets) of a packaged tool directory.
 
     The worker never sees `acceptance/` (the expected outputs) nor `tool.json`."""
-    from pipeline_runner.sandbox.runner import read_tree
+    from pipeline_runner.sandbox.launch import read_tree
 
     files = read_tree(tool_dir)
     cases = orjson.loads(files["acceptance/cases.json"])

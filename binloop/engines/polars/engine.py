@@ -36,15 +36,15 @@ from binloop.engines.polars.read import (
     record_of,
     records_frame,
 )
+from binloop.replay.engine_outputs import Outputs
 from binloop.replay.formats import AUTO
-from binloop.replay.inputs import (
+from binloop.replay.readers import (
     READER_REJECT,
     STDIN,
     input_size,
     list_input_files,
     reader_chunks,
 )
-from binloop.replay.outputs import Outputs
 
 # Detection takes up to this many valid records at once, of at most DETECT_BLOCKS blocks
 # (a block's records keep its lines' buffer alive: memory grows with the blocks held).
@@ -164,7 +164,7 @@ def _freeze_once() -> None:
 class _Rejects:
     """Dead letters and late records in the order the reference engine writes them: chunk
     by chunk (`batch_size` lines of one file, a line the reader refused opening a new
-    chunk: `binloop.replay.inputs.reader_chunks`), a chunk's dead letters before its
+    chunk: `binloop.replay.readers.reader_chunks`), a chunk's dead letters before its
     lates. A block's last chunk may go on in the next block: its rejects wait for it."""
 
     def __init__(self, outputs: Outputs, config: Config) -> None:

@@ -1,12 +1,12 @@
 """Reading telemetry for the polars engine: files as frames of valid records, a block at a
-time, exactly as the reference reader (`binloop.replay.inputs` + `binloop.replay.ingest`)
+time, exactly as the reference reader (`binloop.replay.readers` + `binloop.replay.ingest`)
 reads them.
 
 The same valid records in the same order, the same dead letters (reasons, positions), the
 same blank-line count. A plain JSONL file is read in blocks of whole lines as they lie in
 the file (`_plain_blocks`); other inputs, and what only the line reader decides (`\\r`
 line ends, byte order marks, oversized lines), go through
-`binloop.replay.inputs.line_blocks`. A block is validated with column expressions: polars
+`binloop.replay.readers.line_blocks`. A block is validated with column expressions: polars
 reads the fields detection needs, and a line is *proven* when nothing in its text can make
 orjson (the schema's reader) see other values (`_DOUBTFUL`: a field polars reads written
 twice, keys spelt with escapes, surrogates, a field whose type only the text shows) and
@@ -58,7 +58,7 @@ from binloop.core.schema import (
     ts_floor,
 )
 from binloop.replay.formats import AUTO, BINLOOP, LineMapper, mapped, mapper, resolve, sniff_file
-from binloop.replay.inputs import (
+from binloop.replay.readers import (
     BOM,
     GZ_SUFFIXES,
     STDIN,
@@ -188,7 +188,7 @@ def file_blocks(name: str, limits: RecordLimits = DEFAULT_LIMITS,
     dead letters' source); memory holds a few blocks, never the file. A plain JSONL file
     is read in blocks of whole lines as they are (`_plain_blocks`); other files and what
     a plain one holds beyond that (`\\r` line ends, byte order marks, oversized lines)
-    are split and refused by `binloop.replay.inputs.line_blocks`, as every engine reads
+    are split and refused by `binloop.replay.readers.line_blocks`, as every engine reads
     them. Other input formats than binloop's own go through their mapper and the
     reference validator."""
     lowered = name.lower()
