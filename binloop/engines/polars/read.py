@@ -243,10 +243,9 @@ class _NeedsLineReader(Exception):
 def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iterator[Block]:
     """A plain JSONL file in blocks of whole lines (`READ_BYTES` read at a time), each
     validated as read: no line is cut out in Python. Up to its size at open, as the line
-    reader reads it (a last line without newline is dropped when the file has grown
-    since: it was still being written). From the first block holding a `\\r`, a BOM at
-    a line start or a line beyond `max_line_bytes`, the rest of the file goes to the
-    line reader, which decides those."""
+    reader reads it. From the first block holding a `\\r`, a BOM at
+    a line start or a line beyond `max_line_bytes`, and for a last line without its line
+    end, the rest of the file goes to the line reader, which decides those."""
     pending: deque[_Pending] = deque()
     handover: tuple[int, int] | None = None  # (byte offset, lines before it)
     at_reader: tuple[int, int] | None = None  # where reading found what needs the line reader
@@ -269,11 +268,10 @@ def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iter
             want = min(READ_BYTES, limit - offset - len(carry))
             chunk = file.read(want) if want > 0 else b""
             if not chunk:
-                if carry and os.fstat(file.fileno()).st_size <= limit:
-                    if b"\r" in carry:
-                        at_reader = (offset, -1)
-                    else:
-                        submit(carry + b"\n", len(carry))
+                if carry:
+                    # A last line without its line end: the line reader decides whether
+                    # it is complete or its writer is still at it.
+                    at_reader = (offset, -1)
                 break
             cut = chunk.rfind(b"\n") + 1
             if cut == 0:
