@@ -919,12 +919,12 @@ class LineBlock:
 
 
 def line_blocks(name: str, block_lines: int, options: ReadOptions = DEFAULT_READ,
-                stream: Any = None) -> Iterator[LineBlock]:
+                stream: Any = None, offset: int = 0, line: int = 0) -> Iterator[LineBlock]:
     """The lines of one JSONL(.gz) file or stdin (or of `stream`, named `name`),
-    `block_lines` at a time, as the chunk reader splits and refuses them."""
-    cursor = (open_cursor(name, 0, 0, options) if stream is None else
+    `block_lines` at a time, as the chunk reader splits and refuses them; a file from
+    byte `offset`, where `line` lines lie before it."""
+    cursor = (open_cursor(name, offset, line, options) if stream is None else
               _LineCursor(name, _StreamBytes(stream), 0, 0, options, drop_torn=False))
-    line = 0
     try:
         while True:
             got = cursor.read(block_lines)
