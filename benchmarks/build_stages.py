@@ -27,8 +27,8 @@ from binloop.core.detection import DetectionParams, detect
 from binloop.core.events import BINEvent
 from binloop.core.schema import parse_record
 from binloop.library.store import ToolLibrary
-from pipeline_runner.control import LogControl
 from pipeline_runner.designers.offline import OfflineDesigner
+from pipeline_runner.pause_resume import LogControl
 from pipeline_runner.runner import BuildRunner
 from pipeline_runner.stages import STAGES
 from pipeline_runner.targets import Target, load_target

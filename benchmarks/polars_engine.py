@@ -58,7 +58,7 @@ def sweep_seconds(path: Path) -> dict[str, float]:
     from binloop.core.window import WindowSpec
     from binloop.engines.polars.engine import detect_frame, load_records
     from binloop.replay.ingest import parse_chunk
-    from binloop.replay.inputs import InputReader
+    from binloop.replay.readers import InputReader
 
     settings = [Config(theta=t, window=WindowSpec.parse(w)).detection()
                 for t in range(1, 6) for w in SWEEP_WINDOWS]

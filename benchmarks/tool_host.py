@@ -32,8 +32,8 @@ import orjson
 
 from benchmarks.build_stages import DEFAULT_INPUT, events_of, percentile
 from binloop.library.store import ToolLibrary
-from pipeline_runner.control import LogControl
 from pipeline_runner.designers.offline import OfflineDesigner
+from pipeline_runner.pause_resume import LogControl
 from pipeline_runner.runner import BuildRunner
 from pipeline_runner.sandbox.host import ToolHost
 from pipeline_runner.targets import load_target

@@ -20,9 +20,10 @@ from binloop.core.events import BINEvent, dumps_event
 from binloop.core.logs import json_line
 from binloop.core.redact import redact_dead_letter
 from binloop.core.schema import DeadLetter, ToolInvocation
-from binloop.replay.inputs import RawChunk
+from binloop.ops.gc_tuning import tune_for_dataflow
+from binloop.replay.engine_outputs import dumps_dead, dumps_late, late_letter, same_configuration
 from binloop.replay.jsonl import event_key
-from binloop.replay.outputs import dumps_dead, dumps_late, late_letter, same_configuration
+from binloop.replay.readers import RawChunk
 from flows.file_source import TelemetryFileSource
 from flows.operators import (
     DetectOut,
@@ -45,16 +46,19 @@ def add_detector(
     rejects: Stream[DeadLetter] | None = None,
     seed: Seed | None = None,
     on_counters: Callable[[IngestStats | DetectorStats], None] | None = None,
+    spread: bool = True,
 ) -> Stream[BINEvent]:
     """Parse, detect, and write rejects, lates and counters; returns the event stream.
 
     `rejects` are inputs a source could not even split into records (e.g. a NATS
     message with an unknown envelope); they are dead-lettered and counted as invalid.
     `on_counters` sees every counter item on the worker that produced it (metrics).
+    `spread`: hand the chunks round the workers to decode (not needed when each
+    worker's source partition reads its own share).
     """
     params = config.detection()
     parsed = parse_telemetry("parse", chunks, params, config.record_limits(),
-                             config.shard_count())
+                             config.shard_count(), spread)
     shard_inputs: op.KeyedStream[Any] = parsed.oks
     if controls is not None:
         shard_inputs = op.merge("with_controls", parsed.oks, controls)
@@ -123,15 +127,19 @@ def build_flow(config: Config, source: Source[RawChunk] | None = None) -> Datafl
         if not config.input:
             raise ValueError("no input: set --input / BINLOOP_INPUT")
         source = TelemetryFileSource(config.input, config.batch_size, config.progress,
-                                     config.input_format, config.read_options())
+                                     config.input_format, config.read_options(),
+                                     readers=config.workers * config.processes)
     flow = Dataflow("binloop_detect")
     chunks = op.input("telemetry", flow, source)
-    write_events(add_detector(chunks, config), config)
+    spread = not (isinstance(source, TelemetryFileSource) and source.decoded_where_read)
+    write_events(add_detector(chunks, config, spread=spread), config)
     return flow
 
 
 def __getattr__(name: str) -> Any:
     # `python -m bytewax.run flows.detect:flow` builds the flow from the environment.
     if name == "flow":
-        return build_flow(load_config())
+        flow = build_flow(load_config())
+        tune_for_dataflow()
+        return flow
     raise AttributeError(name)

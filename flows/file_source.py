@@ -1,14 +1,19 @@
 """Replay of telemetry files (JSONL, JSONL.gz, Parquet, a directory of them) and stdin.
 
-Delivery guarantee: exactly-once with Bytewax recovery. The input is one partition
-whose snapshot is its read position (file, offset, next chunk seq), so a resumed
-dataflow re-reads exactly what followed the last snapshot. stdin cannot be re-read:
+With several workers the input is one partition per worker: each reads all of it and
+hands out every n-th chunk (see `TelemetryFileSource`); a file still being appended
+should be replayed with one worker (each reader reads it up to the size it saw).
+
+Delivery guarantee: exactly-once with Bytewax recovery. Each partition's snapshot is
+its read position (file, offset, next chunk seq), so a resumed dataflow re-reads exactly
+what followed the last snapshot (resume with the same number of workers: the partitions
+are named by it). stdin cannot be re-read:
 it is at-most-once across a restart.
 
 The snapshot is versioned plain data (`{"format": "binloop.read/2", "seq", "file_index",
 "offset", "line"}`), not a pickled class, so that moving a module never breaks a store.
 A chunk of a JSONL file is the lines of one block as the reader reads it (1 MiB,
-`binloop.replay.inputs.READ_BYTES`; `batch_size` lines for Parquet and stdin), handed
+`binloop.replay.readers.READ_BYTES`; `batch_size` lines for Parquet and stdin), handed
 over as read when it needed no rewriting, which the parse step decodes in one call.
 """
 
@@ -22,7 +27,8 @@ from typing_extensions import override
 from binloop.core.config import default
 from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.summary import Progress
-from binloop.replay.inputs import (
+from binloop.replay.readers import (
+    STDIN,
     InputReader,
     RawChunk,
     ReadPosition,
@@ -51,15 +57,13 @@ class _FilePartition(StatefulSourcePartition[RawChunk, Any]):
     def __init__(self, reader: InputReader, progress: Progress) -> None:
         self._reader = reader
         self._progress = progress
-        self._records = 0
 
     @override
     def next_batch(self) -> list[RawChunk]:
         chunk = self._reader.next_chunk()
         if chunk is None:
             raise StopIteration
-        self._records += len(chunk.items)
-        self._progress.update(self._reader.bytes_done, self._records)
+        self._progress.update(self._reader.bytes_done, self._reader.position.line)
         return [chunk]
 
     @override
@@ -76,8 +80,13 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, Any]):
 
     def __init__(self, path: str, batch_size: int = default("batch_size"),
                  progress: bool = False, input_format: str = "auto",
-                 options: ReadOptions = DEFAULT_READ) -> None:
+                 options: ReadOptions = DEFAULT_READ, readers: int = 1) -> None:
+        """With `readers` > 1 (one per worker, e.g. workers x processes), the input is
+        `readers` partitions that each read all of it but hand out only every
+        `readers`-th chunk (`InputReader.stride`): the chunks are decoded where they are
+        read, and only the counted records travel to their shards. stdin is always one."""
         self._path = path
+        self._readers = 1 if path == STDIN else max(1, readers)
         self._input_format = input_format
         self._batch_size = batch_size
         self._progress = progress
@@ -85,13 +94,28 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, Any]):
 
     @override
     def list_parts(self) -> list[str]:
-        return [f"file:{self._path}"]
+        if self._readers == 1:
+            return [self._stream]
+        return [f"{self._stream}#{i}/{self._readers}" for i in range(self._readers)]
+
+    @property
+    def _stream(self) -> str:
+        """The partition the chunks are ordered in (all readers cut the same chunks)."""
+        return f"file:{self._path}"
 
     @override
     def build_part(self, step_id: str, for_part: str,
                    resume_state: Any | None) -> _FilePartition:
         resume = None if resume_state is None else position_from_plain(resume_state)
-        reader = InputReader(self._path, self._batch_size, for_part, resume,
-                             self._input_format, self._options, whole_blocks=True)
+        mine = 0 if self._readers == 1 else int(for_part.rpartition("#")[2].split("/")[0])
+        reader = InputReader(self._path, self._batch_size, self._stream, resume,
+                             self._input_format, self._options, whole_blocks=True,
+                             stride=(mine, self._readers))
         size = input_size(self._path, self._options.follow_symlinks)
-        return _FilePartition(reader, Progress(size, self._progress))
+        # Every reader reads all of the input: one progress line is enough.
+        return _FilePartition(reader, Progress(size, self._progress and mine == 0))
+
+    @property
+    def decoded_where_read(self) -> bool:
+        """Whether each worker's reader hands out its own chunks (no need to spread them)."""
+        return self._readers > 1

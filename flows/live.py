@@ -27,11 +27,12 @@ from binloop.core.events import BINEvent, dumps_event
 from binloop.core.logs import configure_logging
 from binloop.core.schema import DeadLetter
 from binloop.nats.jetstream import StreamSpec, telemetry_stream_spec
+from binloop.ops.gc_tuning import tune_for_dataflow
 from binloop.ops.metrics import record_counters
 from binloop.ops.shutdown import install_stop_handlers, stop_requested
-from binloop.replay.inputs import RawChunk
+from binloop.replay.engine_outputs import same_configuration
 from binloop.replay.jsonl import event_key
-from binloop.replay.outputs import same_configuration
+from binloop.replay.readers import RawChunk
 from flows.detect import add_detector
 from flows.nats_source import NatsSourceSettings, NatsTelemetrySource, SourceItem
 from flows.operators import Seed, ShardInput
@@ -98,9 +99,13 @@ def build_flow(config: Config, *, source: Source[SourceItem] | None = None,
     split = op.branch("split_rejects", items, lambda x: isinstance(x, RawChunk))
     chunks = cast(Stream[RawChunk], split.trues)
     rejects = cast(Stream[DeadLetter], split.falses)
+    # Each worker reads its own partitions; hand chunks round only when some worker
+    # would have none to decode (moving raw telemetry between processes costs more
+    # than decoding it).
+    spread = config.partitions < config.workers * config.processes
     events = add_detector(chunks, config, controls(flow) if controls else None,
                           on_summary, rejects=rejects, seed=seed,
-                          on_counters=record_counters)
+                          on_counters=record_counters, spread=spread)
     write_live_events(events, config)
     if on_events is not None:
         on_events(events)
@@ -112,5 +117,7 @@ def __getattr__(name: str) -> Any:
     if name == "flow":
         configure_logging(load_config())
         install_stop_handlers()
-        return build_flow(load_config())
+        flow = build_flow(load_config())
+        tune_for_dataflow()
+        return flow
     raise AttributeError(name)

@@ -52,13 +52,13 @@ from binloop.core.config import default
 from binloop.core.schema import DeadLetter
 from binloop.nats.consumer import Delivery, OrderedConsumer, PullSettings
 from binloop.nats.jetstream import StreamSpec, backlog_end, ensure_telemetry_stream
-from binloop.nats.link import NatsLink, acquire_link, release_link
+from binloop.nats.link import CONNECT_TIMEOUT_S, NatsLink, acquire_link, release_link
 from binloop.nats.subjects import partition_filters
 from binloop.nats.wire import Unsupported, acquire_wire, release_wire, stream_last_seq
 from binloop.nats.wire_consumer import WireOrderedConsumer
 from binloop.ops.metrics import PartitionMetrics
 from binloop.ops.shutdown import stop_requested
-from binloop.replay.inputs import RawChunk
+from binloop.replay.readers import RawChunk
 
 SourceItem = RawChunk | DeadLetter
 log = logging.getLogger("binloop.nats")
@@ -72,11 +72,11 @@ class NatsSourceSettings:
     url: str
     stream: StreamSpec
     batch_size: int = default("batch_size")
-    start: str = "all"
+    start: str = default("start")
     until_idle_s: float | None = None
     poll_s: float = 0.005
     heartbeat_s: float = 1.0
-    connect_timeout_s: float = 30.0
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
     manage_stream: bool = True
     client: str = "auto"
 

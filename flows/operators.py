@@ -15,7 +15,7 @@ import math
 import time
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import bytewax.operators as op
@@ -36,7 +36,7 @@ from binloop.core.schema import (
 from binloop.core.shard_snapshot import dump_shard, load_shard
 from binloop.replay.formats import mapper
 from binloop.replay.ingest import parse_counted
-from binloop.replay.inputs import RawChunk
+from binloop.replay.readers import RawChunk
 
 PARTITION_IDLE_S = 30.0
 
@@ -144,10 +144,13 @@ def _parse(chunk: RawChunk, parser: BlockParser) -> BlockResult:
     """The block decoder for binloop's own lines; another input format is mapped onto
     records line by line (`binloop.replay.ingest`) and its records stay whole."""
     if mapper(chunk.input_format) is None:
-        parsed = parser.parse(chunk.items, chunk.source, chunk.first_line, chunk.block)
+        parsed = parser.parse(chunk.items, chunk.source, chunk.first_line, chunk.block,
+                              chunk.ends)
         if chunk.rejects:  # the reader's own rejects come first
             parsed.dead[:0] = chunk.rejects
         return parsed
+    if chunk.ends is not None:
+        chunk = replace(chunk, items=chunk.lines(), ends=None)
     slow = parse_counted(chunk, parser.count_outcomes, parser.limits)
     counted: list[Candidate] = [(rec, rec["tool"], mode, rec["ts"], rec["session_id"])
                                 for rec in slow.counted if (mode := rec["failure_mode"])]
@@ -166,7 +169,7 @@ def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> l
                                      parsed.max_ts, chunk.waits_for, chunk.releases))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
-    out.append(IngestStats(len(chunk.items) - parsed.blank + len(chunk.rejects), parsed.valid,
+    out.append(IngestStats(chunk.count - parsed.blank + len(chunk.rejects), parsed.valid,
                            len(parsed.dead), parsed.max_ts, chunk.damaged_files,
                            parsed.ts_converted))
     return out
@@ -174,12 +177,13 @@ def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> l
 
 @operator
 def parse_telemetry(step_id: str, up: Stream[RawChunk], params: DetectionParams,
-                    limits: RecordLimits, shards: int) -> ParseOut:
-    """Validate raw chunks; counted records go to their shard, rejects to `errs`."""
-    spread = op.redistribute("spread", up)
+                    limits: RecordLimits, shards: int, spread: bool = True) -> ParseOut:
+    """Validate raw chunks (handed round the workers first, with `spread`); counted
+    records go to their shard, rejects to `errs`."""
+    chunks = op.redistribute("spread", up) if spread else up
     router = ShardRouter(params, shards)
     parser = BlockParser(params.count_outcomes, limits)
-    parsed = op.flat_map("parse", spread, lambda c: _split_chunk(c, parser, router))
+    parsed = op.flat_map("parse", chunks, lambda c: _split_chunk(c, parser, router))
     keyed = op.branch("keyed", parsed, lambda x: isinstance(x, tuple))
     rest = op.branch("rejects", keyed.falses, lambda x: isinstance(x, DeadLetter))
     return ParseOut(

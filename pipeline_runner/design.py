@@ -74,6 +74,23 @@ class Design:
         return [asdict(case) for case in self.acceptance]
 
 
+# The offline designer's templates that call the tool they answer through the host's
+# invoke; `alias` calls the existing tool it stands for (its config's `alias`).
+WRAPPER_BEHAVIOURS: Final = frozenset({"retry", "guard", "background"})
+
+
+def invoked_tool(design: Design) -> str | None:
+    """The one tool that this design's tool may call through the host's invoke (None: no
+    tool). A wrapper calls the tool it answers, an alias the tool it stands for, a custom
+    (LLM) design at most the tool it answers; the host refuses any other name."""
+    if design.behaviour == "alias":
+        alias = design.config.get("alias")
+        return alias if isinstance(alias, str) and alias else None
+    if design.behaviour in WRAPPER_BEHAVIOURS or design.behaviour == "custom":
+        return design.answers["tool"]
+    return None
+
+
 def design_from_json(value: Any, answers: Answers, designer: str) -> Design:
     """Build and validate a design from decoded JSON (e.g. an LLM's structured output)."""
     if not isinstance(value, dict):

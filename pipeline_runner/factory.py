@@ -6,9 +6,9 @@ from pathlib import Path
 
 from binloop.core.config import Config
 from binloop.library.store import ToolLibrary
-from pipeline_runner.control import AgentControl, LogControl
 from pipeline_runner.designers import load_designer
 from pipeline_runner.lifecycle import Policy
+from pipeline_runner.pause_resume import AgentControl, LogControl
 from pipeline_runner.runner import BuildRunner, StageTimeouts
 from pipeline_runner.sandbox import Limits
 from pipeline_runner.targets import Target, load_target
@@ -25,10 +25,10 @@ def policy_of(config: Config) -> Policy:
 
 
 def target_of(config: Config) -> Target:
-    check = Limits(wall_s=config.check_timeout / 1000, cpu_s=max(1, config.check_timeout // 1000),
-                   memory_mb=config.sandbox_memory_mb, processes=config.sandbox_processes)
-    test = Limits(wall_s=config.test_timeout / 1000, cpu_s=max(1, config.test_timeout // 1000),
-                  memory_mb=config.sandbox_memory_mb, processes=config.sandbox_processes)
+    check = Limits.for_stage(config.check_timeout, config.sandbox_memory_mb,
+                             config.sandbox_processes)
+    test = Limits.for_stage(config.test_timeout, config.sandbox_memory_mb,
+                            config.sandbox_processes)
     if config.target == "typescript":
         cache = Path(config.toolchain_dir) if config.toolchain_dir else None
         return load_target("typescript", cache_dir=cache, typescript=config.typescript_version,

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import orjson
 
+from binloop.core.config import default
 from binloop.core.events import BINEvent, dumps_event
 from binloop.core.fsutil import atomic_write_bytes
 from pipeline_runner.event_input import InvalidEvent, check_event
@@ -53,7 +54,8 @@ class QueueStats:
 
 class BuildQueue:
     def __init__(self, directory: str | Path, build: Build, *, workers: int = 1,
-                 max_pending: int = 1000, on_result: OnResult | None = None) -> None:
+                 max_pending: int = default("build_queue_max"),
+                 on_result: OnResult | None = None) -> None:
         self.directory = Path(directory)
         self.pending_dir = self.directory / "pending"
         self.done_dir = self.directory / "done"

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from binloop.core.config import default
 from binloop.core.events import BINEvent
 from binloop.core.fsutil import atomic_write_bytes
 from binloop.core.names import check_event_id
@@ -35,8 +36,9 @@ def backoff_s(arm_epoch: int, base_s: float, max_s: float) -> float:
 
 
 class RearmScheduler:
-    def __init__(self, directory: str | Path, publish: Publish, base_s: float = 60.0,
-                 max_s: float = 3600.0) -> None:
+    def __init__(self, directory: str | Path, publish: Publish,
+                 base_s: float = default("rearm_backoff") / 1000,
+                 max_s: float = default("rearm_backoff_max") / 1000) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._publish = publish

@@ -31,10 +31,10 @@ from binloop.core.redact import Redactor
 from binloop.library import manifest as mf
 from binloop.library.store import BUILD_ID, Commit, ToolLibrary
 from pipeline_runner.audit import BuildAudit, BuildOutcome, StageRecord
-from pipeline_runner.control import AgentControl, LogControl, write_checkpoint
 from pipeline_runner.design import Design, InvalidDesign, check_design, design_from_json
 from pipeline_runner.designers import Designer
 from pipeline_runner.event_input import InvalidEvent, check_event, for_design
+from pipeline_runner.pause_resume import AgentControl, LogControl, write_checkpoint
 from pipeline_runner.reproduction import check_reproduction
 from pipeline_runner.sandbox import SandboxMode, SandboxUnavailable, detect_isolation, require
 from pipeline_runner.stages import StageError, StageFailed, run_stage

@@ -29,9 +29,9 @@ from binloop.core.schema import ToolInvocation
 from binloop.library import manifest as mf
 from binloop.ops import metrics
 from binloop.replay.jsonl import JsonlFileWriter
-from pipeline_runner.control import AgentControl
 from pipeline_runner.factory import make_runner, policy_of
 from pipeline_runner.lifecycle import StatusChange, apply_telemetry
+from pipeline_runner.pause_resume import AgentControl
 from pipeline_runner.queue import BuildQueue, Submitted
 from pipeline_runner.rearm import RearmScheduler
 from pipeline_runner.runner import BuildResult

@@ -14,6 +14,7 @@ uses and interrupted installs never leave a half-installed package set.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import tempfile
@@ -21,7 +22,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from binloop.core.config import default, env_name
 from binloop.core.fsutil import exclusive_lock
+
+
+def toolchain_dir(configured: str | Path | None = None) -> Path:
+    """Where the toolchain is cached: `configured` (the `toolchain_dir` setting), else
+    `$BINLOOP_TOOLCHAIN_DIR` (the same setting, for parts built without a `Config`: the
+    agent's tool host, the demo), else the user's cache directory
+    (`$XDG_CACHE_HOME` or `~/.cache`, then `binloop/toolchain`).
+
+    An unprivileged user whose home is not writable, or a service account that must not
+    install anything, points it at a directory another user installed into: a cache
+    whose packages are all installed is only read."""
+    given = configured or os.environ.get(env_name("toolchain_dir"))
+    if given:
+        return Path(given).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "binloop" / "toolchain"
 
 
 class ToolchainUnavailable(RuntimeError):
@@ -75,7 +93,7 @@ def _npm(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
                             capture_output=True, text=True, timeout=600)  # type: ignore[return-value]
 
 
-def ensure_typescript(cache_dir: Path, typescript: str = "5.9.3",
+def ensure_typescript(cache_dir: Path, typescript: str = default("typescript_version"),
                       node_types: str = "24") -> NodeToolchain:
     """node + typescript + @types/node, installing them into `cache_dir` if needed."""
     node = node_binary()

@@ -6,6 +6,11 @@ recovery appends nothing twice. With Bytewax recovery the file is first truncate
 the offset of the snapshot the dataflow resumes from. A torn last line (a crash in
 the middle of a write) is cut off on open. With `defer_errors` a failed write (disk
 full) stops this sink and is left in `DEFERRED_ERRORS` for an in-process caller.
+
+Lines are flushed (visible to a reader) with every batch and fsynced at the end of every
+epoch, before the offset is snapshotted, and at the end: what a snapshot claims is on
+disk is on disk, and a batch costs no disk flush of its own (one per chunk of 1 MiB of
+telemetry took a replay's wall time up by a third).
 """
 
 from __future__ import annotations
@@ -35,19 +40,32 @@ class _JsonlFilePartition(StatefulSinkPartition[bytes, int]):
         if self._broken:
             return
         try:
-            self._writer.write(values)
+            self._writer.write(values, sync=False)
         except OutputWriteError as exc:
-            if not self._defer:
-                raise
-            self._broken = True
-            DEFERRED_ERRORS.append(exc)
+            self._fail(exc)
+
+    def _fail(self, exc: OutputWriteError) -> None:
+        if not self._defer:
+            raise exc
+        self._broken = True
+        DEFERRED_ERRORS.append(exc)
 
     @override
     def snapshot(self) -> int:
+        if not self._broken:
+            try:
+                self._writer.sync()
+            except OutputWriteError as exc:
+                self._fail(exc)
         return self._writer.offset()
 
     @override
     def close(self) -> None:
+        if not self._broken:
+            try:
+                self._writer.sync()
+            except OutputWriteError as exc:
+                self._fail(exc)
         self._writer.close()
 
 

@@ -25,9 +25,10 @@ from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from nats.js.errors import NotFoundError
 from typing_extensions import override
 
+from binloop.core.config import default
 from binloop.core.events import BINEvent, dumps_event
 from binloop.nats.jetstream import StreamSpec, ensure_stream
-from binloop.nats.link import NatsLink, acquire_link, release_link
+from binloop.nats.link import CONNECT_TIMEOUT_S, NatsLink, acquire_link, release_link
 from binloop.nats.subjects import MSG_ID_HEADER, event_subject
 
 log = logging.getLogger("binloop.nats")
@@ -41,8 +42,8 @@ class EventNotStored(RuntimeError):
 class NatsEventSettings:
     url: str
     stream: StreamSpec
-    prefix: str = "bin.events"
-    connect_timeout_s: float = 30.0
+    prefix: str = default("events_subject_prefix")
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
     manage_stream: bool = True
     # How long a write keeps retrying once the job is asked to stop.
     give_up_after_stop_s: float = 10.0

@@ -10,12 +10,12 @@ import orjson
 
 from binloop.agent.agent import AgentSettings, ReferenceAgent
 from binloop.agent.airline import AirlineService
-from binloop.agent.control import PauseGate
+from binloop.agent.control_listener import PauseGate
 from binloop.agent.registry import ToolRegistry
 from binloop.core.events import BINEvent
 from binloop.core.schema import validate_record
 from binloop.nats.telemetry_client import TelemetryClient
-from pipeline_runner.control import AgentControl
+from pipeline_runner.pause_resume import AgentControl
 from pipeline_runner.targets import Target
 from tests.buildkit import event_of, runner_for
 

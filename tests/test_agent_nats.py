@@ -17,13 +17,13 @@ import orjson
 import pytest
 
 from binloop.agent.agent import AgentReport, ReferenceAgent
-from binloop.agent.control import ControlChannel
+from binloop.agent.control_listener import ControlChannel
 from binloop.core.schema import validate_record
 from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
 from binloop.nats.link import NatsLink
 from binloop.nats.server import NatsServer
 from binloop.nats.subjects import subject_token
-from pipeline_runner.nats_control import NatsControl
+from pipeline_runner.nats_pause_resume import NatsControl
 from tests.agentkit import (
     MODE,
     copy_library,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from binloop.core.block_parse import BlockParser, full_record
 from binloop.core.schema import RecordLimits, RecordParser, parse_record
 from binloop.replay.ingest import parse_chunk
-from binloop.replay.inputs import RawChunk
+from binloop.replay.readers import RawChunk
 from tests.strategies import FIELD_VALUES, RAW_LINES, odd_lines, telemetry_lines
 
 COUNTS = frozenset({"failure", "timeout"})
@@ -41,6 +42,11 @@ def spec_view(items: list[Any], counts: frozenset[str], limits: RecordLimits) ->
 
 def block_view(items: list[Any], counts: frozenset[str], limits: RecordLimits) -> Any:
     got = BlockParser(counts, limits).parse(items, "src", 7)
+    if items and all(type(i) is bytes and b"\n" not in i for i in items):
+        # The same lines as one block not cut into lines (how the file reader hands them).
+        block = b"\n".join(items)
+        ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 0x0A)
+        assert BlockParser(counts, limits).parse([], "src", 7, block, ends) == got
     parser = RecordParser(limits)
     counted = [full_record(cand, parser) for cand in got.counted]
     for cand, rec in zip(got.counted, counted, strict=True):  # the cheap fields agree too
@@ -222,24 +228,27 @@ def test_block_reads_give_the_lines_of_line_reads(parts: list[bytes], newline_at
     import tempfile
     from unittest import mock
 
-    from binloop.replay import inputs
-    from binloop.replay.inputs import InputReader
+    from binloop.replay import readers
+    from binloop.replay.readers import InputReader
 
     data = b"\n".join(parts) + (b"\n" if newline_at_end and parts else b"")
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
         handle.write(data)
         handle.flush()
         by_line = [c.items for c in InputReader(handle.name, 4)]
-        with mock.patch.object(inputs, "READ_BYTES", block_bytes):  # blocks this small
+        with mock.patch.object(readers, "READ_BYTES", block_bytes):  # blocks this small
             chunks = list(InputReader(handle.name, 4, whole_blocks=True))
-    assert [i for c in chunks for i in c.items] == [i for items in by_line for i in items]
+    assert [i for c in chunks for i in c.lines()] == [i for items in by_line for i in items]
     for chunk in chunks:
-        assert chunk.block is None or chunk.block == b"\n".join(chunk.items)  # type: ignore
+        assert chunk.count == len(chunk.lines())
+        assert chunk.block is None or chunk.block == b"\n".join(chunk.lines())  # type: ignore
+        assert chunk.ends is None or not chunk.items  # an uncut block carries no items
     assert [c.first_line for c in chunks] == [
-        1 + sum(len(c.items) for c in chunks[:n]) for n in range(len(chunks))]
+        1 + sum(c.count for c in chunks[:n]) for n in range(len(chunks))]
     for chunk in chunks:
-        assert BlockParser(COUNTS, RecordLimits()).parse(chunk.items, "s", 1, chunk.block) == \
-            BlockParser(COUNTS, RecordLimits()).parse(chunk.items, "s", 1)
+        assert BlockParser(COUNTS, RecordLimits()).parse(chunk.items, "s", 1, chunk.block,
+                                                         chunk.ends) == \
+            BlockParser(COUNTS, RecordLimits()).parse(chunk.lines(), "s", 1)
 
 
 def _line(**fields: Any) -> bytes:
@@ -283,3 +292,16 @@ def test_a_non_string_error_template_is_refused_as_the_schema_does() -> None:
     view = block_view(lines, COUNTS, RecordLimits())
     assert view == spec_view(lines, COUNTS, RecordLimits())
     assert view[2] == 1 and "error_template" in view[1][0].reason
+
+
+@pytest.mark.parametrize("failure_modes", ["given", "given-else-infer"])
+def test_keys_written_with_escapes_are_not_missed(failure_modes: str) -> None:
+    """`"\\u0069d"` is the key `id` and `"\\u0065rror"` the key `error`: a block check
+    that looks for a key's plain spelling must not skip the records that spell it so."""
+    limits = RecordLimits(failure_modes=failure_modes)
+    clean = [_line(failure_mode="PERM") for _ in range(3)]
+    upper_id = _line(failure_mode="PERM").replace(b'{', b'{"\\u0069d": "' + b"AB" * 32 + b'", ', 1)
+    error = _line(failure_mode=None).replace(b'{', b'{"\\u0065rror": "permission denied", ', 1)
+    for odd in (upper_id, error):
+        lines = [*clean, odd]
+        assert block_view(lines, COUNTS, limits) == spec_view(lines, COUNTS, limits)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from binloop.core.events import dumps_event
 from tests.test_offline_designer import scenario_event
@@ -74,3 +75,34 @@ def test_build_exit_codes_and_tools_commands(tmp_path: Path) -> None:
     tool_file.write_text(tool_file.read_text() + "# tampered\n")
     tampered = binloop("tools", "show", name, "--library", lib)
     assert tampered.returncode == 1 and "tool.py" in tampered.stdout
+
+
+@pytest.mark.slow
+def test_a_name_with_nul_and_newline_builds_and_is_listed_escaped(tmp_path: Path) -> None:
+    """A tool name from telemetry is data: the generated identifiers and paths come from
+    the slug, the source holds the name as an escaped literal, a listing escapes it."""
+    from tests.buildkit import event_of, failing_calls
+    from tests.test_runner import PAYMENT_ERROR
+
+    forged = "book_reservation\x00x\nfake_tool v9 stable python ok 99"
+    calls = [({"user_id": "mia_li_3668", "payment_methods": [
+        {"payment_id": f"certificate_{750 + i}", "amount": a} for i, a in enumerate(amounts)]},
+        PAYMENT_ERROR.format(total=total, paid=sum(amounts)))
+        for total, amounts in ((305, [250, 5]), (410, [300, 60]))]
+    event = tmp_path / "event.json"
+    event.write_bytes(dumps_event(event_of(failing_calls(
+        forged, "ARGS.payment_total_mismatch", calls))))
+    lib = tmp_path / "lib"
+    built = binloop("build", "--event", str(event), "--library", str(lib), "--json")
+    assert built.returncode == 0, built.stderr
+    tool = orjson.loads(built.stdout)["tool"]
+    assert "\x00" not in tool["name"] and "\n" not in tool["name"]
+    source = next((lib / "tools" / tool["name"]).glob("v*/tool.py"))
+    compile(source.read_text(), str(source), "exec")  # no SyntaxError from the name
+    assert repr(forged) in source.read_text()
+    listed = binloop("tools", "list", "--library", str(lib))
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.splitlines()) == 2  # the header and one tool: nothing forged
+    assert '"book_reservation\\u0000x\\nfake_tool v9 stable python ok 99"' in listed.stdout
+    as_json = orjson.loads(binloop("tools", "list", "--library", str(lib), "--json").stdout)
+    assert as_json["tools"][0]["tool"] == forged

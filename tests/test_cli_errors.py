@@ -4,15 +4,22 @@ so in one line on stderr and exits with the documented code (docs/robustness.md)
 Commands without an input file have no "missing file" case (simulate, nats-server,
 bench, demo); commands that only print have standard output on /dev/full as their
 unwritable output. NATS is a closed port: unreachable is its own code (69).
+
+The same cases run as root and as the unprivileged user `nobody` (tests/nonroot.py: a venv
+of Debian's python that `nobody` can run, `setpriv`), there with HOME=/nonexistent as
+nobody has it, an output in a directory it may not write in (/etc) and inputs it may not
+read.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,8 +32,11 @@ from binloop.core.errors import (
     EX_UNAVAILABLE,
     EX_USAGE,
 )
+from tests.nonroot import NonRootUnavailable, as_user, binloop_cli, is_root, shared_dir
 
 ROOT = Path(__file__).resolve().parents[1]
+# As nobody, outputs go here instead of UNWRITABLE: a directory only root may write in.
+DENIED = "/etc/binloop-denied"
 MISSING = "/nonexistent-binloop/missing.jsonl"
 UNWRITABLE = "/proc/version"  # a regular file the kernel refuses to open for writing
 
@@ -126,21 +136,90 @@ def test_every_command_has_its_error_cases() -> None:
     assert {words for words, *_ in CASES} == commands()
 
 
-@pytest.mark.parametrize(("words", "args", "code", "full_stdout"), CASES,
-                         ids=[f"{c[0]}:{' '.join(c[1])[:40]}" for c in CASES])
-def test_one_line_and_the_documented_code(words: str, args: tuple[str, ...], code: int,
-                                          full_stdout: bool, tmp_path: Path) -> None:
-    good = tmp_path / "good.jsonl"
-    good.write_text('{"session_id": 1, "ts": 1700000000000, "tool": "t", "outcome": "failure"}'
-                    "\n")
-    argv = [a.format(good=good, tmp=tmp_path) for a in args]
-    env = {**os.environ, "BINLOOP_PROGRESS": "false"}
+def run_case(cli: list[str], words: str, argv: list[str], full_stdout: bool, cwd: Path,
+             env: dict[str, str], unprivileged: bool = False) -> subprocess.CompletedProcess[str]:
     with open("/dev/full" if full_stdout else os.devnull, "wb") as stdout:
-        proc = subprocess.run([sys.executable, "-m", "binloop.cli", *words.split(), *argv],
+        return subprocess.run(as_user([*cli, *words.split(), *argv], unprivileged),
                               stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120,
-                              cwd=tmp_path, env=env, stdin=subprocess.DEVNULL)
+                              cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+
+
+def assert_one_line(proc: subprocess.CompletedProcess[str], words: str, code: int) -> None:
     lines = proc.stderr.splitlines()
     assert proc.returncode == code, proc.stderr
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"binloop {words.split()[0]}: error: ")
     assert "Traceback" not in proc.stderr
+    assert "[Errno" not in proc.stderr  # the reason in words, not Python's repr of it
+
+
+def good_file(folder: Path) -> Path:
+    good = folder / "good.jsonl"
+    good.write_text('{"session_id": 1, "ts": 1700000000000, "tool": "t", "outcome": "failure"}'
+                    "\n")
+    return good
+
+
+@pytest.mark.parametrize(("words", "args", "code", "full_stdout"), CASES,
+                         ids=[f"{c[0]}:{' '.join(c[1])[:40]}" for c in CASES])
+def test_one_line_and_the_documented_code(words: str, args: tuple[str, ...], code: int,
+                                          full_stdout: bool, tmp_path: Path) -> None:
+    good = good_file(tmp_path)
+    argv = [a.format(good=good, tmp=tmp_path) for a in args]
+    env = {**os.environ, "BINLOOP_PROGRESS": "false"}
+    proc = run_case([sys.executable, "-m", "binloop.cli"], words, argv, full_stdout, tmp_path,
+                    env)
+    assert_one_line(proc, words, code)
+
+
+# What only an unprivileged user meets: inputs it may not read, a library it may not enter.
+NONROOT_CASES: list[tuple[str, tuple[str, ...], int, bool]] = [
+    ("detect", ("--input", "{secret}"), EX_NOINPUT, False),
+    ("detect", ("--input", "/root/telemetry.jsonl"), EX_NOINPUT, False),
+    ("detect", ("--input", "/root"), EX_NOINPUT, False),
+    ("sweep", ("--input", "{secret}", "--out", "{tmp}/sw"), EX_NOINPUT, False),
+    ("publish", ("{secret}", "--nats", NATS), EX_NOINPUT, False),
+    ("build", ("--event", "{secret}", "--library", "{tmp}/lib"), EX_NOINPUT, False),
+    ("config", ("--config", "{secret}"), EX_NOINPUT, False),
+    ("tools list", ("--library", "/root"), EX_NOINPUT, False),
+    ("tools apply", ("--library", "{tmp}", "--telemetry", "{secret}"), EX_NOINPUT, False),
+    ("detect", ("--input", "{good}", "--out", "{tmp}/x.jsonl", "--dead-letter",
+                "/etc/dead.jsonl"), EX_CANTCREAT, False),
+]
+
+
+@pytest.fixture(scope="module")
+def nobody_cli() -> list[str]:
+    try:
+        return binloop_cli(unprivileged=True)
+    except NonRootUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def nobody_dir() -> Iterator[Path]:
+    folder = shared_dir("binloop-cli-errors-")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("words", "args", "code", "full_stdout"), CASES + NONROOT_CASES,
+                         ids=[f"{c[0]}:{' '.join(c[1])[:40]}" for c in CASES + NONROOT_CASES])
+def test_as_nobody_one_line_and_the_documented_code(
+        words: str, args: tuple[str, ...], code: int, full_stdout: bool,
+        nobody_cli: list[str], nobody_dir: Path) -> None:
+    good = good_file(nobody_dir)
+    secret = nobody_dir / "secret.jsonl"  # root's, mode 0600: not nobody's to read
+    secret.write_bytes(good.read_bytes())
+    secret.chmod(0o600)
+    if is_root():
+        os.chown(good, 65534, 65534)
+    argv = [a.format(good=good, tmp=nobody_dir, secret=secret).replace(UNWRITABLE, DENIED)
+            for a in args]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent",
+           "LANG": "C.UTF-8", "BINLOOP_PROGRESS": "false"}
+    proc = run_case(nobody_cli, words, argv, full_stdout, nobody_dir, env, unprivileged=True)
+    assert_one_line(proc, words, code)
+    if (words, args, code, full_stdout) in NONROOT_CASES:  # root could: this ran as nobody
+        assert "ermission denied" in proc.stderr or "not writable" in proc.stderr, proc.stderr

@@ -10,7 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from binloop.cli.commands.run import run_live
 from binloop.core.window import WindowSpec
+from binloop.nats.server import NatsServer
 from tests.engine_runs import (
     engine_config,
     run_bytewax_on,
@@ -18,6 +20,8 @@ from tests.engine_runs import (
     run_reference_on,
     same_as_reference,
 )
+from tests.nats_fixtures import live_config, publish
+from tests.test_live_nats import assert_same_counters, assert_same_events, events_in, reference
 
 HOUR = 3_600_000
 # two hours ago: a record 23 h ahead of the stream is within the 1-day allowance
@@ -66,3 +70,18 @@ def test_a_record_beyond_the_allowance_is_a_dead_letter(tmp_path: Path) -> None:
     assert len(reference.events) == 8 and len(reference.dead) == 1
     assert "in the future" in reference.dead[0]["reason"]
     assert run_polars_on(engine_config(path, tmp_path / "p", theta=3)) == reference
+
+
+@pytest.mark.slow
+def test_the_live_job_agrees_on_a_record_a_day_ahead(nats_server: NatsServer,
+                                                     tmp_path: Path) -> None:
+    """The same case through a real nats-server and `binloop run`: the reference's events
+    and counters, the skewed record confined to its own key."""
+    lines = _lines(23 * HOUR, 3)
+    publish(nats_server.url, lines)
+    config = live_config(nats_server.url, tmp_path, theta="3", window="session")
+    summary = run_live(config)
+    expected, ref_summary = reference(config, lines, tmp_path)
+    assert len(expected) == 8
+    assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
+    assert_same_counters(summary, ref_summary)

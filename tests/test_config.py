@@ -51,3 +51,49 @@ def test_the_docs_render_every_setting_from_its_declaration() -> None:
     assert rendered != page
     for f in dataclasses.fields(Config):
         assert f"| `{f.name}` |" in rendered, f.name
+
+
+def test_parts_built_without_a_config_take_the_declared_defaults(tmp_path: Path) -> None:
+    """Each default is declared once: what a part uses when no `Config` is given is what
+    the config declares (a literal beside it would drift; θ=3 once did)."""
+    import inspect
+
+    from binloop.nats.jetstream import CONNECT_TIMEOUT_S, StreamSpec
+    from pipeline_runner.factory import target_of, timeouts_of
+    from pipeline_runner.nats_pause_resume import NatsControl
+    from pipeline_runner.queue import BuildQueue
+    from pipeline_runner.rearm import RearmScheduler
+    from pipeline_runner.runner import StageTimeouts
+    from pipeline_runner.sandbox import Limits
+    from pipeline_runner.targets.python import PythonTarget
+    from pipeline_runner.targets.typescript import TypeScriptTarget
+    from sinks.nats_events import NatsEventSettings
+
+    config = load_config({}, {})
+    python = target_of(config)
+    assert isinstance(python, PythonTarget)
+    assert (PythonTarget().check_limits, PythonTarget().test_limits) == (
+        python.check_limits, python.test_limits)
+    typescript = target_of(config.replace(target="typescript", toolchain_dir=str(tmp_path)))
+    assert isinstance(typescript, TypeScriptTarget)
+    alone = TypeScriptTarget(tmp_path)
+    assert (alone.typescript, alone.check_limits, alone.test_limits) == (
+        typescript.typescript, typescript.check_limits, typescript.test_limits)
+    assert Limits().memory_mb == config.sandbox_memory_mb
+    assert Limits().processes == config.sandbox_processes
+    assert StageTimeouts() == timeouts_of(config)
+
+    def given(func: object, name: str) -> object:
+        return inspect.signature(func).parameters[name].default  # type: ignore[arg-type]
+
+    assert given(BuildQueue, "max_pending") == config.build_queue_max
+    assert given(RearmScheduler, "base_s") * 1000 == config.rearm_backoff
+    assert given(RearmScheduler, "max_s") * 1000 == config.rearm_backoff_max
+    assert given(NatsControl, "pause_timeout_s") * 1000 == config.pause_timeout
+    assert given(NatsControl, "prefix") == config.control_subject_prefix
+    assert given(NatsControl, "registry_subject") == config.registry_subject
+    spec = StreamSpec("S", ("s.>",))
+    assert (spec.storage, spec.replicas, spec.duplicate_window_s * 1000) == (
+        config.stream_storage, config.stream_replicas, config.duplicate_window)
+    assert config.connect_timeout == CONNECT_TIMEOUT_S * 1000
+    assert NatsEventSettings("nats://x", spec).prefix == config.events_subject_prefix

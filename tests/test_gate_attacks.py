@@ -1,5 +1,7 @@
 """Hostile designers against the real CLI (`binloop build --designer module:factory`),
-as the current user and, when the suite runs as root, as `nobody` (tests/nonroot.py).
+as the current user and, when the suite runs as root, as `nobody` (tests/nonroot.py), for
+both targets: a Python tool and a TypeScript plugin under node (as `nobody`, the
+TypeScript toolchain is a read-only copy `nobody` can read: `nonroot_toolchain`).
 
 Each test fails if the hostile action succeeds: a tool gated without its cases being
 judged, a secret read, a file written outside the sandbox, a connection made, a process
@@ -18,7 +20,15 @@ import orjson
 import pytest
 
 from pipeline_runner.sandbox import detect_isolation
-from tests.nonroot import REPO, NonRootUnavailable, as_user, binloop_cli, is_root, shared_dir
+from tests.nonroot import (
+    REPO,
+    NonRootUnavailable,
+    as_user,
+    binloop_cli,
+    is_root,
+    nonroot_toolchain,
+    shared_dir,
+)
 from tests.test_runner import payment_event
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
@@ -54,6 +64,8 @@ def build(designer: str, user: str, extra: list[str] = (),  # type: ignore[assig
                    unprivileged)
     run_env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "PYTHONPATH": str(REPO),
                "BINLOOP_SECRET_API_KEY": "sk-BINLOOP_SECRET-0123456789abcdef", **(env or {})}
+    if target == "typescript":
+        run_env["BINLOOP_TOOLCHAIN_DIR"] = str(toolchain_for(user))
     done = subprocess.run(argv, cwd=REPO, env=run_env, capture_output=True, text=True,
                           timeout=600)
     try:
@@ -65,8 +77,22 @@ def build(designer: str, user: str, extra: list[str] = (),  # type: ignore[assig
     return done.returncode, summary, audit, library
 
 
-def test_an_honest_build_passes_in_the_sandbox(user: str) -> None:
-    code, summary, audit, _ = build("offline", user)
+def toolchain_for(user: str) -> Path:
+    """The TypeScript toolchain cache `user` can read (skips where there is no node)."""
+    from pipeline_runner.toolchain import ToolchainUnavailable, toolchain_dir
+
+    try:
+        return nonroot_toolchain() if user == "nobody" else toolchain_dir()
+    except ToolchainUnavailable as exc:
+        pytest.skip(f"TypeScript target unavailable: {exc}")
+
+
+TARGETS = ["python", "typescript"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_honest_build_passes_in_the_sandbox(user: str, target: str) -> None:
+    code, summary, audit, _ = build("offline", user, target=target)
     assert code == 0 and summary["outcome"] == "gated", summary["reason"]
     assert audit["sandbox"]["mechanism"] == "bubblewrap user namespaces"
     assert audit["sandbox"]["mode"] == "strict" and audit["sandbox"]["missing"] == []
@@ -90,10 +116,9 @@ def test_a_tool_that_cheats_the_test_stage_rolls_back(user: str, attack: str) ->
 
 
 @pytest.mark.parametrize("attack", ["exit_on_import", "exit_mid_run", "hang_mid_run"])
-def test_a_plugin_that_cheats_the_test_stage_rolls_back(attack: str) -> None:
-    # the TypeScript target, as the current user (its toolchain lives in the user cache)
-    code, summary, audit, _library = build(attack, "current", ["--test-timeout", "20s"],
-                                          env={"HOME": str(Path.home())}, target="typescript")
+def test_a_plugin_that_cheats_the_test_stage_rolls_back(user: str, attack: str) -> None:
+    code, summary, audit, _library = build(attack, user, ["--test-timeout", "20s"],
+                                          target="typescript")
     assert code == 2 and summary["outcome"] == "rolled_back", summary
     assert [s["stage"] for s in audit["stages"] if s["outcome"] != "ok"] == ["test"]
     assert "replies judged" in summary["reason"]
@@ -113,15 +138,19 @@ def test_cases_a_null_tool_passes_roll_back(user: str) -> None:
     assert not (library / "manifest.json").exists()
 
 
-def test_the_parent_environment_is_invisible(user: str) -> None:
-    _code, _summary, audit, _ = build("reads_env", user)
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_parent_environment_is_invisible(user: str, target: str) -> None:
+    _code, _summary, audit, _ = build("reads_env", user, target=target)
     assert "HOSTILE env found []" in stage_output(audit)  # the attack ran, and found nothing
     assert "sk-BINLOOP_SECRET" not in orjson.dumps(audit).decode()
 
 
-def test_no_write_outside_and_no_loopback(user: str, listener: tuple[int, list[bytes]]) -> None:
+@pytest.mark.parametrize("target", TARGETS)
+def test_no_write_outside_and_no_loopback(user: str, target: str,
+                                          listener: tuple[int, list[bytes]]) -> None:
     port, got = listener
-    code, summary, audit, library = build("escapes", user, env={"BINLOOP_TEST_PORT": str(port)})
+    code, summary, audit, library = build("escapes", user, env={"BINLOOP_TEST_PORT": str(port)},
+                                          target=target)
     assert code == 0, summary["reason"]  # contained, the honest part of the tool still works
     seen = stage_output(audit)
     assert "HOSTILE wrote /tmp/binloop-pwned" in seen  # (its own private /tmp: allowed)
@@ -153,11 +182,14 @@ def _marked(marker: str) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("attack", ["fork_bomb", "daemon"])
-def test_nothing_survives_the_build(user: str, attack: str) -> None:
+@pytest.mark.parametrize(("target", "attack"), [("python", "fork_bomb"), ("python", "daemon"),
+                                                ("typescript", "daemon")])
+def test_nothing_survives_the_build(user: str, target: str, attack: str) -> None:
     marker = f"binloop-{attack}-{os.getpid()}-{time.monotonic_ns()}"
     _code, _summary, audit, _ = build(attack, user, ["--sandbox-processes", "64"],
-                                    env={"BINLOOP_TEST_MARKER": marker})
+                                    env={"BINLOOP_TEST_MARKER": marker}, target=target)
+    if target == "typescript":  # the daemon was started (so the check below means something)
+        assert "HOSTILE spawned a daemon" in stage_output(audit)
     time.sleep(0.3)
     assert _marked(marker) == [], "processes survived the build"
     if attack == "fork_bomb":
@@ -172,8 +204,9 @@ def test_memory_is_capped_for_the_whole_tree(user: str) -> None:
     assert code == 2 and "memory limit" in summary["reason"], summary["reason"]
 
 
-def test_disk_is_capped(user: str) -> None:
-    _code, _summary, audit, _ = build("disk_filler", user)
+@pytest.mark.parametrize("target", TARGETS)
+def test_disk_is_capped(user: str, target: str) -> None:
+    _code, _summary, audit, _ = build("disk_filler", user, target=target)
     text = stage_output(audit)
     assert "HOSTILE wrote" in text, text[-1500:]
     written = int(text.split("HOSTILE wrote ")[1].split()[0])

@@ -14,7 +14,7 @@ import pytest
 from binloop.core.redact import RULES_PATH, Redactor, is_secret_key
 from binloop.core.schema import validate_record
 from binloop.nats.subjects import subject_token
-from pipeline_runner.hanzo.bridge_rules import BRIDGE_RULES_PATH, is_current
+from pipeline_runner.hanzo.bridge_rules import BRIDGE_RULES_PATH, is_current, stale
 from pipeline_runner.toolchain import ToolchainUnavailable, node_binary
 from tests import redaction_corpus as rc
 from tests.test_redact import SECRETS
@@ -200,7 +200,10 @@ console.log(JSON.stringify(out));'''
 
 
 def test_the_proxy_and_host_client_copies_are_one() -> None:
-    assert (BRIDGE / "src/host_client.ts").read_bytes() == (PROXY / "host_client.ts").read_bytes()
+    copy, source = BRIDGE / "src/host_client.ts", PROXY / "host_client.ts"
+    assert copy.read_bytes() == source.read_bytes(), \
+        "refresh the copy: python -m pipeline_runner.hanzo.bridge_rules"
+    assert stale() == []
 
 
 @pytest.mark.slow
@@ -223,3 +226,51 @@ def test_bridge_and_proxy_type_check_against_the_real_sdk(typescript_target: Any
                           str(tmp_path / "tsconfig.json")], capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+FAKE_HOST = """
+import json, sys
+request = json.loads(sys.stdin.readline())
+answers = []
+for number, tool in enumerate(("secret_tool", "fetch_url"), 1):
+    print(json.dumps({"id": request["id"], "op": "invoke", "invoke_id": number, "tool": tool,
+                      "params": {"n": number}}), flush=True)
+    answers.append(json.loads(sys.stdin.readline()))
+print(json.dumps({"id": request["id"], "ok": True, "result": {
+    "content": [{"type": "text", "text": "{}"}], "details": {"request": request,
+                                                          "answers": answers}}}), flush=True)
+"""
+
+
+def test_the_proxy_answers_an_invoke_only_for_the_tool_it_grants(tmp_path: Path) -> None:
+    """The bot side refuses too (the host already does): a host that asks for another
+    tool than the granted one gets a refusal, and the bot's tool is not called."""
+    (tmp_path / "fake_host.py").write_text(FAKE_HOST)
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nexec python3 {tmp_path / 'fake_host.py'}\n")
+    python.chmod(0o755)
+    body = f"""
+import {{ ToolHostClient, gatewayInvoker }} from {json.dumps(str(PROXY / "host_client.ts"))};
+const invoked = [];
+const run = async (tool, params) => {{ invoked.push(tool); return {{ tool, params }}; }};
+const client = new ToolHostClient(DATA.python, DATA.library, 20000);
+const grant = {{ tools: ["fetch_url"], run }};
+const result = await client.call("retry_tool", {{ args: {{}} }}, undefined, grant);
+client.close();
+let unreachable = "";
+try {{
+  await gatewayInvoker({{ url: "http://127.0.0.1:9/tools/invoke" }})("fetch_url", {{}});
+}} catch (error) {{ unreachable = error.message; }}
+console.log(JSON.stringify({{ details: result.details, invoked, unreachable }}));
+"""
+    out = run_node(tmp_path, body, {"python": str(python), "library": str(tmp_path)})
+    request, answers = out["details"]["request"], out["details"]["answers"]
+    assert request["invoke"] is True and request["tool"] == "retry_tool"
+    assert answers[0] == {"id": request["id"], "op": "invoke_result", "invoke_id": 1,
+                          "ok": False, "error": 'binloop proxy: this tool may not invoke '
+                          '"secret_tool"; it may call fetch_url only'}
+    assert answers[1] == {"id": request["id"], "op": "invoke_result", "invoke_id": 2,
+                          "ok": True, "result": {"tool": "fetch_url", "params": {"n": 2}}}
+    assert out["invoked"] == ["fetch_url"]
+    assert out["unreachable"].startswith(
+        "no Hanzo bot gateway answers at http://127.0.0.1:9/tools/invoke to call fetch_url")

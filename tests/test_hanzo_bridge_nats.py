@@ -19,7 +19,7 @@ from binloop.core.schema import validate_record
 from binloop.demo.hanzo_bot import BotUnavailable, ensure_bot
 from binloop.demo.hanzo_run import bridge_dir, demo_file
 from binloop.nats.server import NatsServer, free_port
-from pipeline_runner.toolchain import ensure_nats_client
+from pipeline_runner.toolchain import ensure_nats_client, toolchain_dir
 
 pytestmark = pytest.mark.slow
 HARNESS = Path(__file__).resolve().parent / "hanzo_bridge_check.mjs"
@@ -102,7 +102,7 @@ def test_buffer_replay_credentials_and_pause(tmp_path: Path) -> None:
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
     buffer = tmp_path / "buffer.jsonl"
-    nats_module = ensure_nats_client(Path.home() / ".cache/binloop/toolchain") / "nats"
+    nats_module = ensure_nats_client(toolchain_dir()) / "nats"
     settings = {
         "botRoot": str(bot.root), "bundledDir": str(bot.bundled_dir), "session": SESSION,
         "loadPaths": [str(bridge_dir()), str(demo_file("hanzo_airline"))],

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from binloop.core.schema import RecordLimits
 from binloop.replay.ingest import parse_chunk, parse_counted
-from binloop.replay.inputs import RawChunk, RawItem
+from binloop.replay.readers import RawChunk, RawItem
 from tests.strategies import telemetry_lines
 
 COUNTS = frozenset({"failure", "timeout"})

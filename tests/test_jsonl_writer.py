@@ -84,3 +84,31 @@ def test_a_file_without_a_newline_is_cut_to_nothing(tmp_path: Path) -> None:
     writer.write([b"y"])
     writer.close()
     assert path.read_bytes() == b"y\n"
+
+
+def test_the_dataflow_sink_fsyncs_at_each_snapshot_not_each_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches are flushed (a reader sees them) but fsynced only when the epoch's offset
+    is snapshotted and at the end: what a recovery snapshot claims is on disk."""
+    import os
+
+    from sinks.jsonl_file import JsonlFileSink
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    path = tmp_path / "events.jsonl"
+    part = JsonlFileSink(path).build_part("s", str(path), None)
+    for n in range(5):
+        part.write_batch([b'{"n": %d}' % n])
+    assert path.read_bytes().count(b"\n") == 5 and not synced  # flushed, not yet synced
+    assert part.snapshot() == path.stat().st_size
+    assert len(synced) == 1
+    part.write_batch([b'{"n": 5}'])
+    part.close()
+    assert len(synced) == 2 and path.read_bytes().count(b"\n") == 6

@@ -25,7 +25,7 @@ from binloop.nats.jetstream import StreamSpec, connect, ensure_stream
 from binloop.nats.link import NatsLink
 from binloop.nats.server import NatsServer
 from binloop.nats.subjects import MSG_ID_HEADER, event_subject, subject_token
-from pipeline_runner.nats_control import NatsControl
+from pipeline_runner.nats_pause_resume import NatsControl
 from tests.buildkit import event_of, failing_calls, runner_for
 from tests.nats_fixtures import publish
 from tests.test_runner import payment_event

@@ -23,6 +23,10 @@ TEN_MB = (b'{"session_id": 1, "ts": 1700000000000, "tool": "big", "outcome": "fa
           b'"args": {"blob": "' + b"x" * (10 << 20) + b'"}}')
 STRAY = orjson.dumps({"session_id": 3, "ts": 1_700_000_000_500, "tool": "stray",
                       "outcome": "failure", "failure_mode": "RUNTIME"})
+BOM = b"\xef\xbb\xbf"  # a Windows-written line, published as it is: still a record
+WITH_BOM = [orjson.dumps({"session_id": 5, "ts": 1_700_000_000_700 + i, "tool": "windows",
+                          "args": {"i": i}, "outcome": "failure", "failure_mode": "ARGS"})
+            for i in range(3)]
 GOOD_IN_ENVELOPE = [orjson.dumps({"session_id": 4, "ts": 1_700_000_000_600 + i,
                                   "tool": "enveloped", "args": {"i": i}, "outcome": "failure",
                                   "failure_mode": "ARGS"}) for i in range(3)]
@@ -41,6 +45,10 @@ async def _publish_poison(url: str) -> None:
         await js.publish(subject, b"")  # was read as a blank line: vanished
         await js.publish(telemetry_subject("telemetry", 4, "enveloped"),
                          b"\n".join([GOOD_IN_ENVELOPE[0], b"{oops", *GOOD_IN_ENVELOPE[1:]]),
+                         headers={BATCH_HEADER: "jsonl"})
+        windows = telemetry_subject("telemetry", 5, "windows")
+        await js.publish(windows, BOM + WITH_BOM[0])
+        await js.publish(windows, BOM + WITH_BOM[1] + b"\r\n" + BOM + WITH_BOM[2] + b"\r\n",
                          headers={BATCH_HEADER: "jsonl"})
         # A subject of another shape (an unescaped dotted tool) is stored unpartitioned.
         await js.publish("telemetry.3.stray.tool", STRAY)
@@ -65,9 +73,9 @@ def test_poison_messages_are_dead_lettered_once(nats_server: NatsServer,
                               "unknown Binloop-Batch encoding 'gzip' (expected 'jsonl')",
                               "empty message", "not JSON"])
     assert all(len(d["raw"]) < 4096 for d in dead)
-    valid = [*lines[:1500], *GOOD_IN_ENVELOPE, STRAY, *lines[1500:]]
+    valid = [*lines[:1500], *GOOD_IN_ENVELOPE, *WITH_BOM, STRAY, *lines[1500:]]
     expected, ref_summary = reference(config, valid, tmp_path)
-    assert {e["tool"] for e in expected} >= {"enveloped"}
+    assert {e["tool"] for e in expected} >= {"enveloped", "windows"}
     assert_same_events(events_in(tmp_path / "events.jsonl"), expected)
     assert summary.valid == ref_summary.valid == len(valid)
     assert summary.invalid == 7

@@ -83,6 +83,9 @@ def test_writer_errors_are_one_line() -> None:
     ("--session-gap", "99999999999999999999d", "longer than the limit of 36500d"),
     ("--session-gap", "-1m", "invalid duration '-1m'"),
     ("--allowed-lateness", "9999999999999d", "longer than the limit"),
+    ("--theta", str(10**23), "is larger than 9223372036854775807"),
+    ("--dedup-max", str(10**23), "is larger than 9223372036854775807"),
+    ("--shards", str(2**63 - 1), "is more than 65536 shards"),  # not the machine's memory
 ])
 def test_bad_values_are_one_line_usage_errors(engine: str, flag: str, value: str, words: str,
                                               telemetry: Path) -> None:
@@ -90,6 +93,14 @@ def test_bad_values_are_one_line_usage_errors(engine: str, flag: str, value: str
     assert proc.returncode == 64
     (line,) = proc.stderr.splitlines()
     assert words in line
+
+
+def test_sweep_thetas_beyond_64_bits_are_a_usage_error(telemetry: Path, tmp_path: Path) -> None:
+    proc = binloop("sweep", "--input", str(telemetry), "--out", str(tmp_path / "sw"),
+                   "--thetas", f"2,{10**23}")
+    assert proc.returncode == 64
+    (line,) = proc.stderr.splitlines()
+    assert "give integers from 1 to 2^63-1" in line
 
 
 def test_shown_escapes_what_could_forge_a_listing() -> None:

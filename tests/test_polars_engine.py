@@ -31,7 +31,7 @@ from binloop.core.window import WindowSpec
 from binloop.engines.polars.engine import detect_frame, detect_rows, load_records
 from binloop.engines.polars.read import LoadedRecords, record_of, records_frame
 from binloop.replay.ingest import parse_chunk
-from binloop.replay.inputs import InputReader
+from binloop.replay.readers import InputReader
 from tests.helpers import rec
 from tests.strategies import encode, odd_lines, telemetry_lines
 
@@ -197,3 +197,51 @@ def test_cli_polars_engine(tmp_path: Path) -> None:
     assert event["count"] == 2 and [r["ts"] for r in event["evidence"]] == [base, base + 1]
     assert b"records read 5 | valid 4 | invalid 1" in result.stderr
     assert b"not JSON" in result.stderr
+
+
+# Lines that polars' JSON reader and orjson (the schema's) read differently, or whose
+# field types only the text shows: each must be read as the reference reads it.
+_BASE = '"session_id":1,"ts":1700000000000,"tool":"t","outcome":"failure","failure_mode":"ARGS.x"'
+DISAGREEING_LINES = (
+    '{' + _BASE + ',"failure_mode":null}',  # polars keeps the first key, orjson the last
+    '{' + _BASE + ',"outcome":"success"}',
+    '{' + _BASE + ',"tool":"u"}',
+    '{' + _BASE + ',"ts":1700000000001}',
+    '{' + _BASE + ',"id":"' + "a" * 64 + '","id":"' + "b" * 64 + '"}',
+    '{"session_id":"s",' + _BASE[15:] + ',"session_id":2}',
+    '{' + _BASE + ',"args":{"tool":"v"}}',  # a key of ours nested: left to the schema
+    '{' + _BASE.replace('"tool"', '"t\\u006fol"') + '}',  # a key spelt with escapes
+    '{' + _BASE + ',"t\\u006fol":"w"}',
+    '{' + _BASE.replace('"t"', '"\\ud800"') + '}',  # a lone surrogate
+    '{' + _BASE.replace('"session_id":1', '"session_id":1.0') + '}',  # polars reads "1"
+    '{' + _BASE.replace('"session_id":1', '"session_id":-0') + '}',
+    '{' + _BASE.replace('"session_id":1', '"session_id":"1"') + '}',
+    '{' + _BASE.replace('"session_id":1', '"session_id":  "1"') + '}',
+    '{' + _BASE.replace('"session_id":1', '"session_id":12345678901234567890') + '}',
+    '{' + _BASE.replace('"session_id":1', '"session_id":true') + '}',
+    '{' + _BASE.replace('"tool":"t"', '"tool":5') + '}',
+    '{' + _BASE.replace('"ARGS.x"', '["ARGS.x"]') + '}',
+    '{' + _BASE + ',"duration_ms":1e3}',
+    '{' + _BASE + ',"duration_ms":-1}',
+    '{' + _BASE + ',"duration_ms":18446744073709551615}',
+    '{' + _BASE + ',"error":7}',
+    '{' + _BASE + ',"error_template":{"a":1}}',
+    '{' + _BASE + ',"agent_id":null,"error":"e"}',
+    '{' + _BASE + ',"args":"s"}',
+    '{' + _BASE + ',"args":null}',
+    '{' + _BASE + ',"args":{"a":1},"args":[1]}',
+    '{' + _BASE + ',"id":"' + "A" * 64 + '"}',
+    '{' + _BASE + ',"id":"' + "g" * 64 + '"}',
+    '{' + _BASE.replace('"failure"', '"FAILURE"') + '}',
+    '{' + _BASE.replace('"ARGS.x"', '"args.x"') + '}',
+)
+
+
+@pytest.mark.parametrize("line", DISAGREEING_LINES)
+def test_lines_read_differently_by_polars_are_read_as_the_schema_reads_them(
+        tmp_path: Path, line: str) -> None:
+    clean = '{' + _BASE + '}'
+    path = tmp_path / "odd.jsonl"
+    # among clean lines, so that the block is read by polars at all
+    path.write_bytes(f"{clean}\n{line}\n{clean}\n".encode())
+    assert_loads_like_reference(path, RecordLimits())

@@ -139,3 +139,26 @@ def test_a_message_the_server_cannot_take_is_not_retried(nats_server: NatsServer
         errors
     assert "larger than the server's max_payload" in errors[0]
     assert sorted(stored_ids(nats_server.url)) == sorted(ids_of(lines))
+
+
+def test_publish_follows_a_pipe(nats_server: NatsServer, tmp_path: Path) -> None:
+    """`tail -F FILE | binloop publish -`: what came through the pipe is stored while the
+    pipe is still open (the reader waits beside the event loop, not in it), and a line
+    is published only once its end has come."""
+    lines = telemetry(5, seed=9)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BINLOOP_")}
+    proc = subprocess.Popen([sys.executable, "-m", "binloop.cli", "publish", "-", "--nats",
+                             nats_server.url], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(lines[0] + b"\n" + lines[1] + b"\n" + lines[2][:15])
+        proc.stdin.flush()
+        wait_stored(nats_server.url, 2)
+        time.sleep(0.3)
+        assert stored_count(nats_server.url) == 2  # the half line waits for its end
+        proc.stdin.write(lines[2][15:] + b"\n" + b"\n".join(lines[3:]) + b"\n")
+    finally:
+        proc.stdin.close()
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert stored_ids(nats_server.url) == ids_of(lines)

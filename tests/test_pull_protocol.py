@@ -65,6 +65,18 @@ def test_an_empty_message_is_a_reject_not_a_blank_line() -> None:
         ("empty Binloop-Batch envelope: no record", "stream seq 3")]
 
 
+def test_a_byte_order_mark_before_a_record_is_removed() -> None:
+    """As in a file (binloop.replay.readers): a Windows-written line stays a record."""
+    bom = b"\xef\xbb\xbf"
+    pull, out = tracker(), Delivery()
+    pull.take(out, 1, bom + b'{"a":1}', None)
+    pull.take(out, 2, bom + b'{"a":2}\r\n' + bom + b'{"a":3}\n{"a":4}', "jsonl")
+    pull.take(out, 3, bom, None)  # nothing but a mark: an empty message
+    assert out.items == [b'{"a":1}', b'{"a":2}', b'{"a":3}', b'{"a":4}']
+    assert [d.reason for d in out.rejects] == ["empty message: no record"]
+    assert split_envelope(b'{"a":1}\n\xef\xbb\xbf{"b":2}\n') == [b'{"a":1}', b'{"b":2}']
+
+
 def test_consumer_config_starts_after_the_position() -> None:
     config = tracker(position=41).consumer_config(["a.>", "b.>"]).as_dict()
     assert config["opt_start_seq"] == 42 and config["filter_subjects"] == ["a.>", "b.>"]

@@ -149,33 +149,55 @@ def _events_file(tmp_path: Path) -> list[Path]:
     for number, tool in enumerate(SAME_NAME_TOOLS):
         path = tmp_path / f"event{number}.json"
         path.write_bytes(dumps_event(payment_event(tool)))  # type: ignore[arg-type]
+        if is_root():
+            os.chown(path, 65534, 65534)  # (readable by `nobody` too)
         paths.append(path)
     return paths
 
 
+NONROOT_USERS = ["current", "nobody"] if is_root() else ["current"]
+
+
+def _build_as(user: str, event: Path, library: Path) -> subprocess.Popen[bytes]:
+    """`binloop build` of `event` into `library`, as `user` (tests/nonroot.py)."""
+    unprivileged = user == "nobody"
+    argv = as_user([*binloop_cli(unprivileged), "build", "--event", str(event), "--library",
+                    str(library)], unprivileged)
+    env = ({"PATH": "/usr/bin:/bin", "HOME": str(library.parent), "PYTHONPATH": str(REPO)}
+           if unprivileged else {**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+                            env=env)
+
+
 @pytest.mark.slow
-def test_four_concurrent_builds_give_the_library_four_serial_ones_give(tmp_path: Path) -> None:
+@pytest.mark.parametrize("user", NONROOT_USERS)
+def test_four_concurrent_builds_give_the_library_four_serial_ones_give(user: str) -> None:
     """Four `binloop build` processes at once, for four keys whose tools get the same
     name, twice over; then the same four one after another. Every build gates, no
-    process crashes, no orphan version directory, and the libraries are alike."""
-    events = _events_file(tmp_path)
-    serial = tmp_path / "serial"
-    for path in events:
-        run = cli("build", "--event", str(path), "--library", str(serial))
-        assert run.returncode == 0, run.stderr
-    expected = _library_shape(serial)
-    assert len(expected["tools"]) == 4 and expected["manifest_version"] == 4
-    for round_number in range(2):
-        library = tmp_path / f"concurrent{round_number}"
-        procs = [subprocess.Popen(
-            [sys.executable, "-m", "binloop.cli", "build", "--event", str(path), "--library",
-             str(library)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)}) for path in events]
-        outputs = [proc.communicate(timeout=600) for proc in procs]
-        for proc, (_, err) in zip(procs, outputs, strict=True):
+    process crashes, no orphan version directory, and the libraries are alike. As root
+    and as `nobody` (the library lock must hold for an unprivileged user too)."""
+    work = shared_dir("binloop-concurrent-")
+    try:
+        events = _events_file(work)
+        serial = work / "serial"
+        for path in events:
+            proc = _build_as(user, path, serial)
+            _, err = proc.communicate(timeout=600)
             assert proc.returncode == 0, err.decode()
-        assert _library_shape(library) == expected
-        assert ToolLibrary(library).recover() == []
+        expected = _library_shape(serial)
+        assert len(expected["tools"]) == 4 and expected["manifest_version"] == 4
+        for round_number in range(2):
+            library = work / f"concurrent{round_number}"
+            procs = [_build_as(user, path, library) for path in events]
+            outputs = [proc.communicate(timeout=600) for proc in procs]
+            for proc, (_, err) in zip(procs, outputs, strict=True):
+                assert proc.returncode == 0, err.decode()
+            assert _library_shape(library) == expected
+            assert ToolLibrary(library).recover() == []
+            if user == "nobody":
+                assert library.stat().st_uid == 65534  # really built by `nobody`
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.mark.slow
@@ -195,7 +217,6 @@ def test_four_concurrent_builds_of_one_event_gate_one_tool(tmp_path: Path) -> No
 
 
 # -- the non-root half: the real CLI as `nobody` (tests/nonroot.py, issue 11's fixture) --
-NONROOT_USERS = ["current", "nobody"] if is_root() else ["current"]
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline_runner.sandbox import Limits, Sandbox, SandboxUnavailable, detect_isolation, require
 from pipeline_runner.sandbox.isolation import Isolation
-from pipeline_runner.sandbox.runner import scrub_env
+from pipeline_runner.sandbox.launch import scrub_env
 
 ISOLATION = detect_isolation()
 pytestmark = pytest.mark.skipif(
@@ -65,8 +65,8 @@ def test_files_are_read_only_and_the_env_scrubbed(sandbox: Sandbox) -> None:
     assert "API_KEY" not in result.stdout and "sk-test" not in result.stdout
     assert "['given.txt']" in result.stdout and "hello" in result.stdout
     assert "read-only" in result.stdout and "WROTE" not in result.stdout
-    # builds yield the CPU to detection: 10 nicer than we are (19 is as nice as it gets)
-    assert f"nice {min(os.nice(0) + 10, 19)}" in result.stdout
+    # builds yield the CPU to detection (19 is the kernel's ceiling: tests run under nice)
+    assert f"nice {min(19, os.nice(0) + 10)}" in result.stdout
     with pytest.raises(ValueError):
         scrub_env({"OPENAI_API_KEY": "x"}, [])
 

@@ -160,7 +160,7 @@ def test_a_recovery_store_of_a_replay_holds_only_plain_data(tmp_path: Path) -> N
 
 
 def test_read_positions_are_plain_and_old_ones_still_read() -> None:
-    from binloop.replay.inputs import ReadPosition
+    from binloop.replay.readers import ReadPosition
     from flows.file_source import position_from_plain, position_to_plain
     from flows.nats_source import NatsPosition
 

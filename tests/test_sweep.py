@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,35 @@ def test_repeated_simulations_are_averaged_with_their_spread(tmp_path: Path) -> 
         assert row["recall_sd"] is not None and row["recall_sd"] >= 0
     assert "Averaged over 3 seeds" in (out / "summary.md").read_text()
     assert not list(out.glob("telemetry-seed*"))  # later seeds are not kept
+
+
+@pytest.mark.parametrize("engine", ["reference", "polars"])
+def test_sweep_reads_input_as_detect_does(hand_file: Path, tmp_path: Path, engine: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """One reader for both commands: `--max-line-bytes` refuses a long line as it streams
+    by, and a symbolic link in the directory is skipped unless `--follow-symlinks`."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    long_line = orjson.dumps({"session_id": 9, "ts": 1_600_000_000_000, "tool": "a",
+                              "failure_mode": "ARGS.x", "outcome": "failure",
+                              "args": {"blob": "x" * 3000}})
+    (folder / "a.jsonl").write_bytes(hand_file.read_bytes() + long_line + b"\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(b"root:x:0:0:root:/root:/bin/bash\n" * 3)
+    (folder / "passwd.jsonl").symlink_to(secret)
+
+    def sweep(*flags: str) -> tuple[int, int]:
+        out = tmp_path / f"sweep{len(flags)}"
+        assert main(["sweep", "--input", str(folder), "--engine", engine, "--thetas", "2",
+                     "--windows", "global", "--no-plots", "--out", str(out), *flags]) == 0
+        meta = orjson.loads((out / "meta.json").read_bytes())
+        return meta["records"], meta["invalid"]
+
+    assert sweep() == (len(HAND_STREAM) + 1, 0)
+    assert sweep("--max-line-bytes", "2000") == (len(HAND_STREAM), 1)
+    assert sweep("--max-line-bytes", "2000", "--follow-symlinks") == (len(HAND_STREAM), 4)
+    dead = tmp_path / "dead.jsonl"
+    assert main(["detect", "--input", str(folder), "--engine", engine, "--out", os.devnull,
+                 "--dead-letter", str(dead), "--max-line-bytes", "2000",
+                 "--follow-symlinks"]) == 0
+    assert f"valid {len(HAND_STREAM)} | invalid 4" in capsys.readouterr().err

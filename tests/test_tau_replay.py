@@ -24,7 +24,7 @@ from binloop.core.config import Config
 from binloop.core.detection import detect
 from binloop.core.window import WindowSpec
 from binloop.replay.ingest import parse_chunk
-from binloop.replay.inputs import InputReader
+from binloop.replay.readers import InputReader
 
 BOOK, UPDATE = "book_reservation", "update_reservation_flights"
 

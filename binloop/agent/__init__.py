@@ -2,8 +2,8 @@
 
 * :mod:`binloop.agent.agent` — the agent: telemetry for every tool call, answering
   pause/resume, using the tools that answer its failures;
-* :mod:`binloop.agent.control` — the NATS control plane (pause, resume, registry notices)
-  and the pause gate;
+* :mod:`binloop.agent.control_listener` — the agent's listener on the NATS control plane
+  (pause, resume, registry notices) and the pause gate;
 * :mod:`binloop.agent.registry` — the gated tools of the tool library (only what the
   manifest lists, hash-checked, never quarantined), called through the sandboxed tool
   host (`pipeline_runner.sandbox.host`: one sandboxed worker per tool version, never an

@@ -31,8 +31,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "tools from the library on bin.registry.updated.")
     parser.add_argument("--nats", required=True, metavar="URL", help="NATS server URL")
     parser.add_argument("--library", required=True, metavar="DIR", help="tool library")
-    parser.add_argument("--target", choices=("python", "typescript"), default="python",
-                        help="which generated tools to load (default: python)")
+    parser.add_argument("--target", choices=("python", "typescript"), default=default("target"),
+                        help="which generated tools to load (default: %(default)s)")
     parser.add_argument("--session", default=None,
                         help="session id (default: trip-<random hex>)")
     parser.add_argument("--telemetry-log", default="agent-telemetry.jsonl", metavar="FILE",
@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="telemetry subject prefix (default: %(default)s)")
     parser.add_argument("--control-subject-prefix", default=default("control_subject_prefix"),
                         help="control subjects: <prefix>.<session>.pause|resume")
-    parser.add_argument("--sandbox", choices=("strict", "unsafe"), default="strict",
+    parser.add_argument("--sandbox", choices=("strict", "unsafe"), default=default("sandbox"),
                         help="gated tools run in sandboxed workers; strict refuses to run them "
                              "where the sandbox is incomplete")
     parser.add_argument("--registry-subject", default=default("registry_subject"))
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     from binloop.agent.agent import AgentSettings, ReferenceAgent
     from binloop.agent.airline import AirlineService
-    from binloop.agent.control import ControlChannel, PauseGate
+    from binloop.agent.control_listener import ControlChannel, PauseGate
     from binloop.agent.registry import ToolRegistry
     from binloop.nats.telemetry_client import TelemetryClient
 

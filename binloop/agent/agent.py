@@ -7,7 +7,7 @@ Three duties, each a few lines here:
    then NATS), with its outcome, failure mode, error text, args and duration.
 2. **Pause / resume** — tool calls run inside `PauseGate.step()`; a pause request is
    answered with the task state between two steps, and the agent goes on from the
-   state in the resume checkpoint (:mod:`binloop.agent.control`).
+   state in the resume checkpoint (:mod:`binloop.agent.control_listener`).
 3. **Registry hot-load** — on `bin.registry.updated` the agent loads the gated tools
    of the library's manifest (:mod:`binloop.agent.registry`). Before calling a tool it
    asks the registry for tools that answer failures of that tool and uses them: a
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from binloop.agent.airline import AirlineService, ToolError
-from binloop.agent.control import PauseGate
+from binloop.agent.control_listener import PauseGate
 from binloop.agent.registry import LoadedTool, ToolRegistry
 from binloop.agent.task import BOOKINGS, TaskState, reservation_args
 from binloop.nats.telemetry_client import TelemetryClient

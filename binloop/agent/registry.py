@@ -28,8 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from binloop.library import manifest as mf
-from pipeline_runner.sandbox.host import CallFailed, ToolHost, ToolRefused, verified_files
-from pipeline_runner.sandbox.isolation import SandboxMode
+from pipeline_runner.sandbox.host import (
+    CALL_TIMEOUT_S,
+    MAX_RESTARTS,
+    CallFailed,
+    ToolHost,
+    ToolRefused,
+    verified_files,
+)
+from pipeline_runner.sandbox.isolation import DEFAULT_MODE, SandboxMode
 
 log = logging.getLogger("binloop.agent")
 Invoke = Callable[[str, dict[str, Any]], Any]
@@ -76,8 +83,9 @@ class ToolRegistry:
     """The gated tools of one library for one target (`python` or `typescript`)."""
 
     def __init__(self, library_dir: str | Path, target: str = "python",
-                 work_dir: Path | None = None, call_timeout_s: float = 30.0,
-                 sandbox_mode: SandboxMode = "strict", max_restarts: int = 3) -> None:
+                 work_dir: Path | None = None, call_timeout_s: float = CALL_TIMEOUT_S,
+                 sandbox_mode: SandboxMode = DEFAULT_MODE,
+                 max_restarts: int = MAX_RESTARTS) -> None:
         if target not in ("python", "typescript"):
             raise ValueError(f"unknown target {target!r}")
         self.host = ToolHost(library_dir, (target,), call_timeout_s, max_restarts,

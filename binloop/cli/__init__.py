@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from binloop.core.config import ConfigError, add_arguments, load_config
 from binloop.core.errors import (
@@ -59,15 +59,47 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        parser_class=OneLineParser)
+    wanted = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
+    commands = CommandsOnDemand(subparsers, wanted)
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+        importlib.import_module(name).register(commands)
     if argv is None or "bench" in argv:
         from binloop.cli.commands.bench import register_benches
 
-        register_benches(subparsers.choices["bench"])
-    for command in subparsers.choices.values():  # --log-format, --log-level everywhere
+        register_benches(commands.built.get("bench", Outline()))
+    for command in commands.built.values():  # --log-format, --log-level everywhere
         add_arguments(command, "logging", config_flag=False)
     return parser
+
+
+class Outline:
+    """Stands in for the parser of a command the command line does not ask for: whatever
+    its `register` configures on it is ignored."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self._ignore
+
+    def _ignore(self, *args: Any, **kwargs: Any) -> Outline:
+        return self
+
+
+class CommandsOnDemand:
+    """The sub-parsers, complete only for the command asked for (`wanted`; None: every
+    command, for the docs). The others are listed with their help, but their ~400
+    arguments are never built: that was most of `binloop --help`'s start-up time."""
+
+    def __init__(self, subparsers: Any, wanted: str | None) -> None:
+        self.subparsers = subparsers
+        self.wanted = wanted
+        self.built: dict[str, argparse.ArgumentParser] = {}
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if self.wanted is None or name == self.wanted:
+            self.built[name] = self.subparsers.add_parser(name, **kwargs)
+            return self.built[name]
+        # listed in `binloop --help` and named in "invalid choice"; never parsed
+        self.subparsers.add_parser(name, help=kwargs.get("help"), add_help=False)
+        return Outline()
 
 
 def setup_command_logging(args: argparse.Namespace) -> None:
@@ -106,7 +138,9 @@ def exit_code(exc: BaseException) -> int:
 
 def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        text = f"{exc.filename}: {exc.strerror}"  # not "[Errno 13] Permission denied: '...'"
+    elif isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
         text = f"{exc.filename}: {text}"
     if exit_code(exc) == EX_SOFTWARE:
         return (f"internal error: {type(exc).__name__}: {text} (run with --log-level debug "

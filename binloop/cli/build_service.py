@@ -5,7 +5,7 @@ control (`NatsControl`), build results and re-arms to `BIN_BUILDS`
 (`NatsResultSink`), the build service, and the watcher that counts tool uses from the
 telemetry stream (promotions). `binloop run` attaches it to the dataflow
 (`flow_hooks`): BINEvents go to the build-runner sink, and the detector consumes the
-results and re-arms as its second input (`flows.build_controls`). `binloop runner`
+results and re-arms as its second input (`flows.builds_source`). `binloop runner`
 feeds it from a durable consumer of `BIN_EVENTS` instead (:func:`consume_events`).
 """
 
@@ -29,7 +29,7 @@ from binloop.nats.jetstream import StreamSpec, ensure_stream
 from binloop.nats.link import NatsLink
 from pipeline_runner.event_input import InvalidEvent, parse_event
 from pipeline_runner.factory import library_of
-from pipeline_runner.nats_control import NatsControl
+from pipeline_runner.nats_pause_resume import NatsControl
 from pipeline_runner.nats_results import NatsResultSink, builds_stream_spec
 from pipeline_runner.nats_uses import UseWatcher
 from pipeline_runner.service import BuildService
@@ -116,7 +116,7 @@ def stop_process_builds() -> None:
 
 def flow_hooks(config: Config) -> dict[str, Any]:
     """Keyword arguments for `flows.live.build_flow` that add the build runner."""
-    from flows.build_controls import ControlSettings, controls_factory, library_seed
+    from flows.builds_source import ControlSettings, controls_factory, library_seed
     from sinks.build_runner import build_events
 
     assert config.nats and config.library

@@ -34,6 +34,7 @@ from operator import attrgetter
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
+import numpy as np
 import orjson
 
 from binloop.core.classify import GIVEN, INFER
@@ -86,6 +87,7 @@ _DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, Recursion
 _TS = attrgetter("ts")
 _MODE = attrgetter("failure_mode")
 _IDS = attrgetter("id")
+_ERROR = attrgetter("error")
 _HEX_LOWER: Final = b"0123456789abcdef"
 
 
@@ -130,11 +132,19 @@ class BlockParser:
         self._override = limits.failure_modes == INFER
 
     def parse(self, items: Sequence[bytes | dict[str, Any]], source: str,
-              first_line: int, block: bytes | None = None) -> BlockResult:
+              first_line: int, block: bytes | None = None, ends: Any = None) -> BlockResult:
         """The chunk's records: one decoder call for a clean block of lines, else line
         by line (decoder, then the schema for what the decoder refuses). `block`, when
-        given, is `b"\n".join(items)`."""
+        given, is `b"\n".join(items)`; with `ends` (the offsets of its newlines) the
+        block is not cut into `items` yet, and only a block that needs the line-by-line
+        path is cut."""
         out = BlockResult()
+        if ends is not None and block is not None:
+            if self._fast_uncut(block, ends, out):
+                self.blocks_fast += 1
+                return out
+            out = BlockResult()
+            items = block.split(b"\n")
         if items and type(items[0]) is bytes and \
                 self._fast_block(items, out, block):  # type: ignore[arg-type]
             self.blocks_fast += 1
@@ -168,23 +178,70 @@ class BlockParser:
             return False
         if len(records) != len(lines):
             return False
-        stamps = list(map(_TS, records))
-        max_ts = max(stamps)
-        if max_ts > _future_bound(self.limits.max_future_skew_ms) or min(stamps) < self._floor:
+        checked = self._as_decoded(records)
+        if checked is None:
             return False
-        modes = list(map(_MODE, records))  # failure modes are non-empty: None is the only false
-        if not self._modes_normal(set(compress(modes, modes))):
-            return False
-        if not _ids_lower_hex(records):
-            return False
-        counts = self.count_outcomes
-        if self._infer and any(self._inferred(rec) for rec in records):
+        max_ts, modes = checked
+        if self._infer and self._any_inferred(records):
             return self._fast_with_inference(lines, records, out, blank, max_ts)
+        counts = self.count_outcomes
         out.valid, out.blank, out.max_ts = len(records), blank, max_ts
         out.counted = [(lines[i], rec.tool, rec.failure_mode, rec.ts, rec.session_id)  # type: ignore[misc]
                        for i in compress(range(len(records)), modes)
                        if (rec := records[i]).outcome in counts]
         return True
+
+    def _fast_uncut(self, block: bytes, ends: Any, out: BlockResult) -> bool:
+        """`_fast_block` for a block not cut into lines: the line checks are made on
+        the newline offsets, and only the counted records' lines are sliced out."""
+        view = np.frombuffer(block, np.uint8)
+        if not (block[:1] == b"{" and block[-1:] == b"}"
+                and (not len(ends) or (bool((view[ends - 1] == 0x7D).all())
+                                       and bool((view[ends + 1] == 0x7B).all())))
+                and (len(block) <= LINE_MAX_BYTES
+                     or int((np.diff(ends, prepend=-1, append=len(block)) - 1).max())
+                     <= LINE_MAX_BYTES)
+                and _is_utf8(block)):
+            return False
+        try:
+            records: list[_Record] = _DECODER.decode_lines(block)
+        except _DECODE_ERRORS:
+            return False
+        if len(records) != len(ends) + 1:
+            return False
+        checked = self._as_decoded(records)
+        if checked is None:
+            return False
+        max_ts, modes = checked
+        if self._infer and self._any_inferred(records):
+            return self._fast_with_inference(block.split(b"\n"), records, out, 0, max_ts)
+        counts = self.count_outcomes
+        cuts = [-1, *ends.tolist(), len(block)]
+        out.valid, out.max_ts = len(records), max_ts
+        out.counted = [(block[cuts[i] + 1:cuts[i + 1]], rec.tool, rec.failure_mode,  # type: ignore[misc]
+                        rec.ts, rec.session_id)
+                       for i in compress(range(len(records)), modes)
+                       if (rec := records[i]).outcome in counts]
+        return True
+
+    def _as_decoded(self, records: list[_Record]) -> tuple[int, list[str | None]] | None:
+        """(newest ts, failure modes) when the schema takes every decoded record as it
+        is (ts within bounds, failure modes canonical, ids lower-case hex), else None."""
+        stamps = list(map(_TS, records))
+        max_ts = max(stamps)
+        if max_ts > _future_bound(self.limits.max_future_skew_ms) or min(stamps) < self._floor:
+            return None
+        modes = list(map(_MODE, records))  # failure modes are non-empty: None is the only false
+        if not self._modes_normal(set(compress(modes, modes))):
+            return None
+        if not _ids_lower_hex(records):
+            return None
+        return max_ts, modes
+
+    def _any_inferred(self, records: list[_Record]) -> bool:
+        """Whether the schema's parser would infer a failure mode in any record (only a
+        record with error text can get one: the others are not looked at one by one)."""
+        return any(map(self._inferred, compress(records, map(_ERROR, records))))
 
     def _inferred(self, rec: _Record) -> bool:
         """Whether the schema's parser infers this record's failure mode (it leaves a
@@ -275,8 +332,12 @@ class BlockParser:
             rec = _DECODER.decode(line)
         except _DECODE_ERRORS:
             return None
+        mode, record_id = rec.failure_mode, rec.id
         if (rec.ts > future or rec.ts < self._floor or (self._infer and self._inferred(rec))
-                or not self._modes_normal({rec.failure_mode}) or not _ids_lower_hex([rec])):
+                or (mode is not None and mode not in self._normal_modes
+                    and not self._modes_normal({mode}))
+                or (record_id is not None and not (
+                    record_id.isascii() and not record_id.encode().translate(None, _HEX_LOWER)))):
             return None
         return rec
 

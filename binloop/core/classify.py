@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Final
 
 # rules-2: a hyphen-joined word holding a digit (`PT-84201`, `ORD-2024-77`) is one id.
@@ -63,14 +63,19 @@ class Classification:
         return f"{self.code}.{self.token}"
 
 
-def _rule(code: str, *patterns: str) -> tuple[str, re.Pattern[str]]:
-    return code, re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
+def _rule(code: str, *patterns: str) -> tuple[str, str]:
+    return code, "|".join(f"(?:{p})" for p in patterns)
+
+
+def _source(pattern: str, flags: int = 0) -> tuple[str, int]:
+    return pattern, flags
 
 
 # Ordered: the first match wins. The order resolves texts that name two things, e.g.
 # "connection timed out" is a TIMEOUT, "bash: jq: command not found" a TOOL_GAP and not
 # a NOTFOUND, "invalid api key" a PERM and not an ARGS, "Invalid JSON" a SYNTAX.
-LEVEL1_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+# (code, pattern source), matched case-insensitively; compiled on first use.
+LEVEL1_RULES: Final[tuple[tuple[str, str], ...]] = (
     _rule("TIMEOUT",
           r"\btime(?:d)?[ _-]?out", r"timeouterror", r"\betimedout\b", r"deadline[ _]exceeded",
           r"took too long", r"time ?limit (?:exceeded|reached)", r"\b(?:http|status)\W{0,3}40[8]\b",
@@ -153,24 +158,24 @@ LEVEL1_RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 
 # Masks, in order: a later mask must not see what an earlier one already replaced
 # (quoted values may hold paths and numbers; a UUID holds hex and digits).
-_MASKS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
-    (re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|`[^`\n]{0,200}`|"
+_MASKS: Final[tuple[tuple[tuple[str, int], str], ...]] = (
+    (_source(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|`[^`\n]{0,200}`|"
                 "\u2018[^\u2019\n]{0,200}\u2019|\u201c[^\u201d\n]{0,200}\u201d"), "<STR>"),
-    (re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s<>'\"]+", re.IGNORECASE), "<URL>"),
-    (re.compile(r"\b[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+\b"), "<EMAIL>"),
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
+    (_source(r"\b[a-z][a-z0-9+.\-]*://[^\s<>'\"]+", re.IGNORECASE), "<URL>"),
+    (_source(r"\b[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+\b"), "<EMAIL>"),
+    (_source(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
                 re.IGNORECASE), "<UUID>"),
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
+    (_source(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
                 r"(?:Z|[+-]\d{2}:?\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\b"),
      "<TS>"),
-    (re.compile(r"(?:\b[A-Za-z]:)?(?:~|\.{1,2})?(?:[/\\][\w.\-@+~]+){2,}[/\\]?|"
+    (_source(r"(?:\b[A-Za-z]:)?(?:~|\.{1,2})?(?:[/\\][\w.\-@+~]+){2,}[/\\]?|"
                 r"(?:~|\.{1,2})[/\\][\w.\-@+~/\\]*|\b[\w.\-]+(?:/[\w.\-]+)+"), "<PATH>"),
-    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<IP>"),
-    (re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b",
+    (_source(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<IP>"),
+    (_source(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b",
                 re.IGNORECASE), "<HEX>"),
-    (re.compile(r"\b(?=[\w-]*\d)\w+(?:-\w+)+\b"), "<ID>"),
-    (re.compile(r"\b(?=\w*[A-Za-z_])(?=\w*\d)\w+\b"), "<ID>"),
-    (re.compile(r"[-+]?\b\d+(?:[.,]\d+)*\b"), "<NUM>"),
+    (_source(r"\b(?=[\w-]*\d)\w+(?:-\w+)+\b"), "<ID>"),
+    (_source(r"\b(?=\w*[A-Za-z_])(?=\w*\d)\w+\b"), "<ID>"),
+    (_source(r"[-+]?\b\d+(?:[.,]\d+)*\b"), "<NUM>"),
 )
 _SPACE: Final = re.compile(r"\s+")
 _WORD: Final = re.compile(r"[a-z]+")
@@ -179,6 +184,19 @@ _PLACEHOLDER: Final = re.compile(r"<[A-Z]+>")
 # slug (not of the template, nor of its hash).
 _GENERIC_LEAD: Final = frozenset({"error", "exception", "failed", "failure", "fatal", "err"})
 _TRACEBACK: Final = "traceback (most recent call last)"
+
+
+# Compiled on first use, not at import: compiling them was most of the classifier's import
+# time, which every command's start-up paid (`binloop --help` among them).
+@cache
+def _level1_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((code, re.compile(source, re.IGNORECASE)) for code, source in LEVEL1_RULES)
+
+
+@cache
+def _mask_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    return tuple((re.compile(pattern, flags), placeholder)
+                 for (pattern, flags), placeholder in _MASKS)
 
 
 def classify(error: str | None, outcome: str = "failure",
@@ -204,7 +222,7 @@ def level1(text: str, timed_out: bool = False, error_type: str = "") -> str:
     if timed_out:
         return "TIMEOUT"
     for subject in (error_type, text) if error_type else (text,):
-        for code, pattern in LEVEL1_RULES:
+        for code, pattern in _level1_patterns():
             if pattern.search(subject):
                 return code
     return "RUNTIME"
@@ -224,7 +242,7 @@ def message_line(text: str) -> str:
 def message_template(text: str) -> str:
     """The message line with its variable parts masked, whitespace collapsed."""
     line = message_line(text)
-    for pattern, placeholder in _MASKS:
+    for pattern, placeholder in _mask_patterns():
         line = pattern.sub(placeholder, line)
     return _SPACE.sub(" ", line).strip()[:TEMPLATE_MAX_CHARS]
 

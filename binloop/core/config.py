@@ -46,15 +46,27 @@ class ConfigError(ValueError):
     """A setting has an invalid value; the message names the setting and its source."""
 
 
-def positive_int(text: str) -> int:
+# The largest integer setting: what the config digest (JSON), the engines' int64 columns
+# and the events take. A larger one is a usage error, not an internal one.
+MAX_INT_SETTING: Final = (1 << 63) - 1
+
+
+def _bounded_int(text: str) -> int:
     value = int(text)
+    if value > MAX_INT_SETTING:
+        raise ValueError(f"{value} is larger than {MAX_INT_SETTING} (2^63-1)")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _bounded_int(text)
     if value < 1:
         raise ValueError(f"{value} is not >= 1")
     return value
 
 
 def non_negative_int(text: str) -> int:
-    value = int(text)
+    value = _bounded_int(text)
     if value < 0:
         raise ValueError(f"{value} is not >= 0")
     return value
@@ -112,8 +124,18 @@ def parse_codes(text: str) -> frozenset[str]:
     return frozenset(v.strip().upper() for v in text.split(",") if v.strip())
 
 
+# Each shard holds its own state from the start (65536 take ~200 MB): a bound, so that a
+# typo is a usage error and not the machine's memory.
+MAX_SHARDS: Final = 1 << 16
+
+
 def parse_shards(text: str) -> int | None:
-    return None if text.strip().lower() in ("", "auto") else positive_int(text)
+    if text.strip().lower() in ("", "auto"):
+        return None
+    value = positive_int(text)
+    if value > MAX_SHARDS:
+        raise ValueError(f"{value} is more than {MAX_SHARDS} shards")
+    return value
 
 
 def _show_shards(value: Any) -> str:
@@ -267,7 +289,7 @@ class Config:
                                   groups=DETECT, parse=positive_int, metavar="BYTES",
                                   digest=True)
     follow_symlinks: bool = setting(False, "read symbolic links found in an input directory "
-                                    "(default: skip them)", groups=("detect", "flow"),
+                                    "(default: skip them)", groups=("detect", "sweep", "flow"),
                                     parse=parse_bool)
     mkdirs: bool = setting(False, "create missing parent directories of output files "
                            "(default: a missing directory is an error)",
@@ -340,8 +362,11 @@ class Config:
                            "unconfined anyway (shown in the audit record and in status)",
                            groups=BUILD + TOOLS, parse=lambda t: _choice(t, ("strict", "unsafe")),
                            metavar="MODE")
-    toolchain_dir: str | None = setting(None, "cache of the TypeScript toolchain (default "
-                                        "~/.cache/binloop/toolchain)", groups=BUILD,
+    toolchain_dir: str | None = setting(None, "cache of the TypeScript toolchain: node "
+                                        "packages (tsc, the plugin SDK) installed on first "
+                                        "use; one another user installed is only read "
+                                        "(default $XDG_CACHE_HOME or ~/.cache, then "
+                                        "binloop/toolchain)", groups=BUILD,
                                         parse=optional_text, metavar="DIR")
     typescript_version: str = setting("5.9.3", "typescript version installed into the cache",
                                       groups=BUILD, metavar="VERSION")

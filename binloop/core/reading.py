@@ -1,4 +1,4 @@
-"""How input files are read: the settings the replay reader takes (binloop.replay.inputs)."""
+"""How input files are read: the settings the replay reader takes (binloop.replay.readers)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -252,6 +252,11 @@ class Redactor:
 
     def evidence_text(self, value: str) -> str:
         """Text inside a record's args or error: every text rule and the entropy rule."""
+        if len(value) <= _REMEMBERED_TEXT_CHARS:
+            # Dead letters repeat a few reasons endlessly (a damaged file: one per line).
+            clean, replaced = _evidence_text(value)
+            self.count += replaced
+            return clean
         return self._entropy(self._apply(value, code=False))
 
     def code(self, value: str) -> str:
@@ -329,6 +334,18 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.document(v) for v in value]
         return value
+
+
+# Short texts redacted lately, remembered in this process only (never written anywhere).
+_REMEMBERED_TEXT_CHARS: Final = 512
+
+
+@lru_cache(maxsize=2048)
+def _evidence_text(value: str) -> tuple[str, int]:
+    """`Redactor.evidence_text` of a short text, and how many spans it replaced."""
+    redactor = Redactor()
+    clean = redactor._entropy(redactor._apply(value, code=False))
+    return clean, redactor.count
 
 
 def redact(value: Any) -> Any:

@@ -32,7 +32,12 @@ from typing import Final
 import orjson
 
 from binloop.core.fsutil import exclusive_lock
-from pipeline_runner.toolchain import ToolchainUnavailable, ensure_npm_packages, node_binary
+from pipeline_runner.toolchain import (
+    ToolchainUnavailable,
+    ensure_npm_packages,
+    node_binary,
+    toolchain_dir,
+)
 
 DEFAULT_GIT_DIR: Final = Path("/work/.mirror/hanzoai+bot/repo")
 SOURCE_PATHS: Final = ("src", "package.json",
@@ -82,7 +87,7 @@ def ensure_bot(cache_dir: Path | None = None) -> HanzoBot:
         raise BotUnavailable("no Hanzo bot: set BINLOOP_HANZO_BOT_DIR to a hanzoai/bot checkout "
                              "with its dependencies, or BINLOOP_HANZO_BOT_GIT to a git "
                              "directory of it")
-    cache = (cache_dir or Path.home() / ".cache" / "binloop" / "toolchain").resolve()
+    cache = toolchain_dir(cache_dir).resolve()
     commit = _git(source, "rev-parse", "HEAD").decode().strip()
     root = cache / f"hanzo-bot-{commit[:12]}"
     marker = root / ".binloop-ready"

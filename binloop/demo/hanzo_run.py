@@ -67,10 +67,9 @@ class HanzoAgentUnavailable(Exception):
 
 def start_hanzo_agent(demo: Any, nats_url: str, session: str) -> Child:
     from binloop.demo.hanzo_bot import BotUnavailable, ensure_bot
-    from pipeline_runner.toolchain import ToolchainUnavailable, ensure_nats_client
+    from pipeline_runner.toolchain import ToolchainUnavailable, ensure_nats_client, toolchain_dir
 
-    cache = Path(demo.env.get("BINLOOP_TOOLCHAIN_DIR") or
-                 Path.home() / ".cache" / "binloop" / "toolchain")
+    cache = toolchain_dir(demo.env.get("BINLOOP_TOOLCHAIN_DIR"))
     try:
         bot = ensure_bot(cache)
         nats_module = ensure_nats_client(cache)

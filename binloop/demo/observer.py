@@ -17,11 +17,13 @@ from typing import Any
 import orjson
 from nats.js.errors import NotFoundError
 
+from binloop.core.config import default
 from binloop.nats.link import NatsLink
 from binloop.nats.subjects import BATCH_HEADER
 
-SUBJECTS = ("telemetry.>", "bin.events.>", "bin.control.>", "bin.registry.updated",
-            "bin.builds.>")
+_PREFIXES = ("subject_prefix", "events_subject_prefix", "control_subject_prefix",
+             "builds_subject_prefix")
+SUBJECTS = (*(f"{default(name)}.>" for name in _PREFIXES), default("registry_subject"))
 
 
 @dataclass(frozen=True)

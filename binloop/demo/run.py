@@ -30,7 +30,7 @@ from binloop.demo.observer import NatsObserver
 from binloop.demo.progress import Progress
 from binloop.demo.timeline import Timeline, fmt_ms, stages_line
 
-STREAMS = ("TELEMETRY", "BIN_EVENTS", "BIN_BUILDS")
+STREAMS = (default("stream"), default("events_stream"), default("builds_stream"))
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 

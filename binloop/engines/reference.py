@@ -13,9 +13,9 @@ from binloop.core.detection import Detector
 from binloop.core.events import BINEvent
 from binloop.core.schema import ToolInvocation
 from binloop.core.summary import Progress, RunSummary
+from binloop.replay.engine_outputs import Outputs
 from binloop.replay.ingest import parse_chunk
-from binloop.replay.inputs import InputReader, input_size
-from binloop.replay.outputs import Outputs
+from binloop.replay.readers import InputReader, input_size
 
 
 def run_reference(config: Config) -> RunSummary:

@@ -11,7 +11,9 @@ package name and its manifests' id (the loader checks all three):
 
 The proxy plugin is binloop's own code: its execute forwards each call to the sandboxed
 tool host (`python -m pipeline_runner.sandbox.host --library DIR`); the generated tool
-itself is never on the load path, so the bot's loader never imports it. The directory is
+itself is never on the load path, so the bot's loader never imports it. A tool whose
+`tool.json` names a tool in `invokes` (a wrapper) gets that one tool of the bot, called
+through the bot's `POST /tools/invoke` (docs/hanzo.md). The directory is
 opt-in (`binloop tools hanzo-plugins --library DIR` creates it) and, once there, is
 rewritten after every manifest change (gate, promotion, quarantine, rollback, revert),
 built aside and swapped in. The bot reads it when it loads plugins (at start); the tool
@@ -67,9 +69,13 @@ def proxy_files(library_root: Path, entry: mf.ToolEntry, python: str) -> dict[st
     description = str(meta.get("description") or f"binloop tool {name}")[:1000]
     parameters = meta.get("input_schema") if isinstance(meta.get("input_schema"), dict) \
         else {"type": "object"}
+    invokes = meta.get("invokes")
+    if not isinstance(invokes, list):
+        invokes = []
     fill = {"id": pid, "tool": name, "version": entry["version"],
             "label": name.replace("_", " "), "description": description,
-            "parameters": parameters, "python": python, "library": str(library_root)}
+            "parameters": parameters, "python": python, "library": str(library_root),
+            "invokes": [str(tool) for tool in invokes]}
     template = (TEMPLATES / "index.ts").read_text(encoding="utf-8")
     lines = []
     for line in template.splitlines():

@@ -27,11 +27,15 @@ from nats.js.api import (
 )
 from nats.js.errors import BadRequestError, NotFoundError
 
+from binloop.core.config import default
 from binloop.nats.subjects import partition_prefix, partition_transform, unpartitioned_backlog
 
 log = logging.getLogger("binloop.nats")
 
 _PARTITION_DEST = re.compile(r"^(?P<prefix>.+)\.\{\{\s*partition\((?P<n>\d+),\s*2\)\s*\}\}\.")
+
+# How long to keep trying to reach NATS at start (the `connect_timeout` setting).
+CONNECT_TIMEOUT_S: float = default("connect_timeout") / 1000
 
 
 class StreamSetupError(RuntimeError):
@@ -46,9 +50,9 @@ class StreamSpec:
     subjects: tuple[str, ...]
     max_age_s: float | None = None
     max_bytes: int | None = None
-    replicas: int = 1
-    storage: str = "file"
-    duplicate_window_s: float = 120.0
+    replicas: int = default("stream_replicas")
+    storage: str = default("stream_storage")
+    duplicate_window_s: float = default("duplicate_window") / 1000
     transform: tuple[str, str] | None = None
 
     def config(self) -> StreamConfig:
@@ -76,7 +80,7 @@ async def _quiet_error_cb(exc: Exception) -> None:
     log.debug("nats: %s", exc)
 
 
-async def connect(url: str, name: str, connect_timeout_s: float = 30.0,
+async def connect(url: str, name: str, connect_timeout_s: float = CONNECT_TIMEOUT_S,
                   **options: Any) -> NATS:
     """Connect (trying for up to `connect_timeout_s`), then reconnect forever.
 

@@ -29,12 +29,11 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import DEFAULT_PREFIX
 
-from binloop.core.config import default
+from binloop.nats.jetstream import CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S
 from binloop.nats.jetstream import close_quietly, connect
 
 T = TypeVar("T")
 log = logging.getLogger("binloop.nats")
-CONNECT_TIMEOUT_S: float = default("connect_timeout") / 1000
 
 
 class NatsLink:

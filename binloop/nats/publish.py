@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import queue
+import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -60,14 +62,14 @@ def _routing(line: bytes) -> tuple[str | int, str, str]:
             hashlib.sha256(line).hexdigest())
 
 
-def record_message(line: bytes, prefix: str = "telemetry") -> Message:
+def record_message(line: bytes, prefix: str = default("subject_prefix")) -> Message:
     """One record as one message."""
     session, tool, rid = _routing(line)
     return Message(telemetry_subject(prefix, session, tool), line, {MSG_ID_HEADER: rid}, 1)
 
 
 def envelope_message(lines: list[bytes], session: str | int, tool: str, ids: list[str],
-                     prefix: str = "telemetry") -> Message:
+                     prefix: str = default("subject_prefix")) -> Message:
     """Records of one tool as one `Binloop-Batch: jsonl` message; its Nats-Msg-Id is a
     hash of the records' ids, so the same batch published twice is stored once."""
     digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()
@@ -83,7 +85,7 @@ class _ToolBatch:
 
 
 def messages(lines: Iterable[bytes], batch: int = 1,
-             prefix: str = "telemetry") -> Iterator[Message]:
+             prefix: str = default("subject_prefix")) -> Iterator[Message]:
     """The messages for `lines` in order: one per record, or envelopes of up to `batch`
     records of one tool (a tool's envelope is sent when full, and all at the end)."""
     if batch <= 1:
@@ -258,7 +260,8 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".rstrip(": ")
 
 
-async def publish_messages(js: JetStreamContext, items: Iterable[Message],
+async def publish_messages(js: JetStreamContext,
+                           items: Iterable[Message] | AsyncIterable[Message],
                            rate: float | None = None, window: int = 2000,
                            deadline_s: float = DEFAULT_DEADLINE_S,
                            ack_timeout_s: float = 5.0) -> PublishStats:
@@ -270,7 +273,7 @@ async def publish_messages(js: JetStreamContext, items: Iterable[Message],
     publisher = _Publisher(js, window, deadline_s, ack_timeout_s)
     stats = publisher.stats
     pacer = Pacer(rate)
-    for msg in items:
+    async for msg in _each(items):
         await publisher.send(_Sent(stats.records + 1, msg, time.monotonic(), None))
         stats.messages += 1
         stats.records += msg.records
@@ -278,6 +281,52 @@ async def publish_messages(js: JetStreamContext, items: Iterable[Message],
     await publisher.settle()
     stats.elapsed_s = time.perf_counter() - pacer.started
     return stats
+
+
+async def _each(items: Iterable[Message] | AsyncIterable[Message]) -> AsyncIterator[Message]:
+    if isinstance(items, AsyncIterable):
+        async for item in items:
+            yield item
+    else:
+        for item in items:
+            yield item
+
+
+async def read_in_thread(items: Iterable[Message], depth: int = 8192
+                         ) -> AsyncIterator[Message]:
+    """`items` produced by a thread: a source that waits for its input (a pipe) does not
+    stop the event loop, so what was read is stored (and acknowledged) meanwhile
+    (`tail -F FILE | binloop publish -` follows FILE)."""
+    handoff: queue.Queue[Message | _End] = queue.Queue(depth)
+
+    def pump() -> None:
+        try:
+            for item in items:
+                handoff.put(item)
+        except BaseException as exc:  # handed to the publishing side, raised there
+            handoff.put(_End(exc))
+            return
+        handoff.put(_End(None))
+
+    threading.Thread(target=pump, name="binloop-publish-read", daemon=True).start()
+    while True:
+        try:
+            got = handoff.get_nowait()
+        except queue.Empty:
+            try:  # a bounded wait: an executor thread never outlives a cancelled publish
+                got = await asyncio.to_thread(handoff.get, True, 0.25)
+            except queue.Empty:
+                continue
+        if isinstance(got, _End):
+            if got.error is not None:
+                raise got.error
+            return
+        yield got
+
+
+@dataclass(frozen=True)
+class _End:
+    error: BaseException | None
 
 
 # A line longer than any NATS server accepts (its max_payload is at most 64 MiB) is
@@ -292,7 +341,7 @@ def read_lines(path: str, damaged: list[str] | None = None) -> Iterator[bytes]:
     import sys
 
     from binloop.core.reading import ReadOptions
-    from binloop.replay.inputs import InputReader
+    from binloop.replay.readers import InputReader
 
     options = ReadOptions(max_line_bytes=PUBLISH_LINE_MAX_BYTES)
     for chunk in InputReader(path, 4096, options=options):

@@ -26,6 +26,9 @@ log = logging.getLogger("binloop.nats")
 # messages are in this header (nats-py reads it but names no constant for it).
 PENDING_MESSAGES_HEADER = "Nats-Pending-Messages"
 _REQUEST_ENDED = ("request timeout", "exceeds maxbytes", "batch completed")
+# A UTF-8 byte order mark before a record is removed, as the file reader does
+# (binloop.replay.readers): a Windows-written line published as it is stays a record.
+BOM = b"\xef\xbb\xbf"
 
 Arrival = Literal["new", "seen", "gap"]
 
@@ -52,12 +55,14 @@ class Delivery:
 
 def split_envelope(data: bytes) -> list[bytes]:
     """The lines of a `Binloop-Batch: jsonl` payload: split at \\n, a last empty line
-    dropped, a trailing \\r removed from each."""
+    dropped, a trailing \\r and a leading byte order mark removed from each."""
     lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
     if b"\r" in data:
-        return [line.rstrip(b"\r") for line in lines]
+        lines = [line.rstrip(b"\r") for line in lines]
+    if BOM in data:
+        lines = [line[3:] if line.startswith(BOM) else line for line in lines]
     return lines
 
 
@@ -137,6 +142,8 @@ class PullTracker:
         out.messages += 1
         out.first_seq = out.first_seq or sseq
         out.last_seq = sseq
+        if data.startswith(BOM):
+            data = data[3:]
         if not data.strip():
             # A file's blank line is no record; a message is meant to be one (or an
             # envelope of some): an empty one is a publisher's bug, to be seen.

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 from nats.aio.client import Client as NATS
 
+from binloop.core.config import default
 from binloop.core.schema import (
     InvalidRecord,
     SessionId,
@@ -51,7 +52,7 @@ class TelemetryClient:
     """Record tool calls to `log_path` and publish them to NATS (see module docstring)."""
 
     def __init__(self, log_path: str | Path, nats_url: str | None = None, *,
-                 subject_prefix: str = "telemetry", agent_id: str | None = None,
+                 subject_prefix: str = default("subject_prefix"), agent_id: str | None = None,
                  fsync: bool = False, strict: bool = False, window: int = 256,
                  ack_timeout_s: float = 5.0, rotate_bytes: int = DEFAULT_ROTATE_BYTES) -> None:
         self.log_path = Path(log_path)

@@ -37,6 +37,8 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import DEFAULT_PREFIX, StatusCode
 from nats.js.errors import APIError
 
+from binloop.nats.jetstream import CONNECT_TIMEOUT_S
+
 log = logging.getLogger("binloop.nats")
 
 # A delivered message: (reply subject, header block or b"", payload).
@@ -101,7 +103,8 @@ class Subscription:
 class WireConnection:
     """One connection to a NATS server (see the module docstring)."""
 
-    def __init__(self, url: str, name: str = "binloop", connect_timeout_s: float = 30.0,
+    def __init__(self, url: str, name: str = "binloop",
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S,
                  ping_interval_s: float = 5.0, max_pings_out: int = 2,
                  reconnect_wait_s: float = 0.25) -> None:
         self.servers = parse_servers(url)
@@ -486,7 +489,7 @@ class WireLink:
 _local = threading.local()
 
 
-def acquire_wire(url: str, name: str, connect_timeout_s: float = 30.0) -> WireLink:
+def acquire_wire(url: str, name: str, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> WireLink:
     """This thread's wire connection to `url` (connecting on first use); release it
     when done."""
     links: dict[str, WireLink] = getattr(_local, "links", None) or {}

@@ -7,8 +7,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 
 def free_ports(count: int) -> list[int]:
@@ -30,6 +31,39 @@ def cluster_commands(flow_ref: str, processes: int, workers: int,
     if processes == 1:
         return [base]
     return [[*base, "-i", str(i), "-a", addresses] for i in range(processes)]
+
+
+def start_peers(flow_ref: str, processes: int, workers: int,
+                env: Mapping[str, str]) -> tuple[list[str], list[subprocess.Popen[bytes]]]:
+    """Processes 1..n-1 of a local cluster whose process 0 the caller runs itself (it
+    then pays no second interpreter start): the cluster's addresses, and the peers."""
+    commands = cluster_commands(flow_ref, processes, workers)
+    addresses = commands[0][commands[0].index("-a") + 1].split(";")
+    full_env = {**os.environ, **env}
+    return addresses, [subprocess.Popen(cmd, env=full_env) for cmd in commands[1:]]
+
+
+def watch_peers(peers: Sequence[subprocess.Popen[bytes]],
+                on_failure: Callable[[int], None]) -> threading.Event:
+    """Call `on_failure(code)` from a watcher thread if a peer exits non-zero (process 0,
+    running in the caller, would otherwise wait for it for ever); set the returned event
+    to stop watching."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.05):
+            failed = [code for p in peers if (code := p.poll()) not in (None, 0)]
+            if failed:
+                on_failure(failed[0])
+                return
+
+    threading.Thread(target=watch, name="binloop-peer-watch", daemon=True).start()
+    return done
+
+
+def stop_peers(peers: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Stop the peers that still run (SIGTERM, then SIGKILL after 10 s)."""
+    _stop(peers)
 
 
 def run_cluster(flow_ref: str, processes: int, workers: int, env: Mapping[str, str],

@@ -35,7 +35,7 @@ from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 
 from binloop.core.summary import RunSummary
-from binloop.nats.link import NatsLink
+from binloop.nats.link import CONNECT_TIMEOUT_S, NatsLink
 from binloop.ops import metrics
 
 STATUS_TTL_S: Final = 86_400.0
@@ -74,7 +74,7 @@ class PublisherSettings:
     processes: int
     workers: int
     create_bucket: bool = True
-    connect_timeout_s: float = 30.0
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
 
 
 class StatusPublisher:

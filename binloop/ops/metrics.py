@@ -39,6 +39,7 @@ from prometheus_client import (
     start_http_server,
 )
 
+from binloop.core.config import default
 from binloop.core.detection import DetectorStats
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series
@@ -147,7 +148,7 @@ def set_info(process_id: int, processes: int, workers: int) -> None:
 class MetricsServer:
     """The HTTP endpoint (any path serves the metrics; probes use /metrics)."""
 
-    def __init__(self, port: int, addr: str = "0.0.0.0") -> None:
+    def __init__(self, port: int, addr: str = default("metrics_addr")) -> None:
         self._server, self._thread = start_http_server(port, addr)
         self.port = int(self._server.server_port)
 

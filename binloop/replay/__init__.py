@@ -1,7 +1,7 @@
 """Replaying telemetry files: readers, the parse step's chunking, and the engines' outputs.
 
-- ``inputs``: JSONL, JSONL.gz and Parquet files, directories of them, and stdin, as raw chunks.
+- ``readers``: JSONL, JSONL.gz and Parquet files, directories of them, and stdin, as raw chunks.
 - ``ingest``: raw chunks to valid records and dead letters (shared by every engine).
 - ``jsonl``: append-only, crash-safe, idempotent JSONL files.
-- ``outputs``: where an in-process engine writes events, dead letters and late records.
+- ``engine_outputs``: where an in-process engine writes events, dead letters and late records.
 """

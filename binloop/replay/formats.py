@@ -37,13 +37,16 @@ from binloop.core.input_formats import (
     parse_format,
 )
 from binloop.core.schema import InvalidRecord
-from binloop.replay import hanzo, otlp
+from binloop.replay import hanzo
 
 LineMapper = Callable[[bytes, str, int], dict[str, Any] | list[dict[str, Any]]]
 
 
 
 def _otlp_line(raw: bytes, source: str, line: int) -> list[dict[str, Any]]:
+    # protobuf costs a replay of binloop's own records 30 ms of start-up: only on use.
+    from binloop.replay import otlp
+
     try:
         request = otlp.decode_json(raw)
     except otlp.MalformedBody as exc:

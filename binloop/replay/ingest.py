@@ -20,7 +20,7 @@ from binloop.core.schema import (
     validate_record,
 )
 from binloop.replay.formats import LineMapper, mapped, mapper
-from binloop.replay.inputs import RawChunk, RawItem
+from binloop.replay.readers import RawChunk, RawItem
 
 
 @dataclass(slots=True)

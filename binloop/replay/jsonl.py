@@ -216,8 +216,9 @@ class JsonlFileWriter:
             self._file.truncate(end)
         self._file.seek(end)
 
-    def write(self, lines: Iterable[bytes]) -> int:
-        """Append lines (without newlines); returns how many were new."""
+    def write(self, lines: Iterable[bytes], sync: bool = True) -> int:
+        """Append lines (without newlines) and flush them; returns how many were new.
+        With `sync` they are also fsynced (else at the next :meth:`sync`)."""
         written = 0
         try:
             for line in lines:
@@ -231,12 +232,22 @@ class JsonlFileWriter:
                 self._written += len(line) + 1
                 written += 1
             self._file.flush()
-            if not self._stream:
+            if sync and not self._stream:
                 os.fsync(self._file.fileno())
         except OSError as exc:
             self._failed = True
             raise OutputWriteError(f"writing {self.path} failed: {_why(exc)}") from None
         return written
+
+    def sync(self) -> None:
+        """Make what was written durable (fsync; nothing for a stream)."""
+        if self._stream or self._failed:
+            return
+        try:
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            self._failed = True
+            raise OutputWriteError(f"writing {self.path} failed: {_why(exc)}") from None
 
     def offset(self) -> int:
         return self._written if self._stream else self._file.tell()

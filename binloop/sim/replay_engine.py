@@ -21,10 +21,11 @@ import polars as pl
 
 from binloop.core.detection import DetectionParams, detect
 from binloop.core.events import BINEvent
+from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import RecordLimits, ToolInvocation
 from binloop.core.summary import Progress
 from binloop.replay.ingest import parse_chunk
-from binloop.replay.inputs import InputReader, input_size
+from binloop.replay.readers import InputReader, input_size
 
 ENGINES: Final = ("auto", "polars", "reference")
 POLARS_MODULE: Final = "binloop.engines.polars.engine"
@@ -57,27 +58,29 @@ def resolve(engine: str) -> str:
 
 
 def load(path: str, limits: RecordLimits, engine: str = "auto",
-         progress: bool = True) -> Loaded:
-    """Read `path` once for the sweep (valid records, in arrival order)."""
+         progress: bool = True, options: ReadOptions = DEFAULT_READ) -> Loaded:
+    """Read `path` once for the sweep (valid records, in arrival order), through the
+    reader every engine uses (`options`: `--max-line-bytes`, `--follow-symlinks`)."""
     name = resolve(engine)
     started = time.perf_counter()
     if progress:
         print(f"sweep: loading {path} for the {name} engine ...", file=sys.stderr, flush=True)
-    loaded = _load(path, limits, name)
+    loaded = _load(path, limits, name, options)
     if progress:
         print(f"sweep: loaded {loaded.frame.height:,} valid records ({loaded.invalid:,} invalid) "
               f"in {time.perf_counter() - started:.1f}s", file=sys.stderr, flush=True)
     return loaded
 
 
-def _load(path: str, limits: RecordLimits, name: str) -> Loaded:
+def _load(path: str, limits: RecordLimits, name: str, options: ReadOptions) -> Loaded:
     if name == "polars":
         module = importlib.import_module(POLARS_MODULE)
-        progress = Progress(input_size(path), out=sys.stderr)
-        frame_in = module.load_records(path, limits, on_progress=progress.update)
+        progress = Progress(input_size(path, options.follow_symlinks), out=sys.stderr)
+        frame_in = module.load_records(path, limits, on_progress=progress.update,
+                                       options=options)
         return Loaded(name, metrics_frame_from_polars(frame_in), frame_in,
                       _invalid_of(frame_in))
-    records, invalid = read_records(path, limits)
+    records, invalid = read_records(path, limits, options)
     return Loaded(name, metrics_frame(records), records, invalid)
 
 
@@ -103,13 +106,14 @@ def detect_thetas(loaded: Loaded, params: DetectionParams,
             for theta in thetas}
 
 
-def read_records(path: str, limits: RecordLimits) -> tuple[list[ToolInvocation], int]:
+def read_records(path: str, limits: RecordLimits,
+                 options: ReadOptions = DEFAULT_READ) -> tuple[list[ToolInvocation], int]:
     """All valid records of `path` in arrival order, and the number of invalid ones
     (progress lines on stderr for large inputs)."""
     records: list[ToolInvocation] = []
     invalid = 0
-    progress = Progress(input_size(path), out=sys.stderr)
-    reader = InputReader(path, 8192)
+    progress = Progress(input_size(path, options.follow_symlinks), out=sys.stderr)
+    reader = InputReader(path, 8192, options=options)
     for chunk in reader:
         parsed = parse_chunk(chunk, limits)
         records.extend(parsed.records)

@@ -20,6 +20,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 import orjson
 
+from binloop.core.config import default
 from binloop.core.events import BINEvent
 from binloop.library.manifest import Answers, Manifest
 from pipeline_runner import design as design_module
@@ -94,7 +95,8 @@ parameters, execute(toolCallId, params, signal?, onUpdate?)}; execute resolves t
 [{type: "text", text: JSON.stringify(details)}], details}. The API has no invokeTool: a tool \
 that must call another tool exports `function binloopHost(invoke?: (tool: string, params: \
 Record<string, unknown>, signal?: AbortSignal) => Promise<unknown>): void`, which binloop's \
-host calls before register (invoke may be undefined: answer with an error then). It must \
+host calls before register (invoke may be undefined: answer with an error then); it may \
+invoke only the tool it answers (the host refuses any other name). It must \
 pass `tsc --strict --noEmit --erasableSyntaxOnly` (no enums, namespaces or parameter \
 properties) against both the openclaw package and the bot's declarations below, with Node \
 types available; no imports besides node: built-ins and that type import. The bot's \
@@ -104,7 +106,7 @@ declarations:
 
 @dataclass(frozen=True)
 class Limits:
-    retries: int = 2
+    retries: int = default("llm_retries")
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
 
 

@@ -1,10 +1,15 @@
-"""The bridge plugin's copy of binloop's redaction rules.
+"""The bridge plugin's copies of files whose source is elsewhere in binloop.
 
-The Hanzo bridge redacts in the bot with the rule file of binloop's one redactor,
-`binloop/core/redaction_rules.json`; the bridge package ships a byte-identical copy
-(`bridge/redaction_rules.json`) so that it is self-contained wherever a bot loads it
-from. The binloop file is the source; tests/test_hanzo_bridge.py fails when the copy
-differs. Refresh it: `python -m pipeline_runner.hanzo.bridge_rules`.
+The bridge package must be self-contained wherever a bot loads it from, so it ships
+byte-identical copies of
+
+* binloop's redaction rules, `binloop/core/redaction_rules.json` (the rule file of
+  binloop's one redactor) -> `bridge/redaction_rules.json`;
+* the bot side of the tool host, `binloop/library/hanzo_proxy/host_client.ts` (which
+  every proxy plugin of a load path gets too) -> `bridge/src/host_client.ts`.
+
+The binloop files are the sources; tests/test_hanzo_bridge.py fails when a copy
+differs. Refresh them: `python -m pipeline_runner.hanzo.bridge_rules`.
 """
 
 from __future__ import annotations
@@ -14,23 +19,35 @@ from pathlib import Path
 from typing import Final
 
 from binloop.core.redact import RULES_PATH
+from binloop.library.hanzo_load_path import TEMPLATES
 
-BRIDGE_RULES_PATH: Final = Path(__file__).resolve().parent / "bridge" / RULES_PATH.name
+BRIDGE: Final = Path(__file__).resolve().parent / "bridge"
+BRIDGE_RULES_PATH: Final = BRIDGE / RULES_PATH.name
+HOST_CLIENT_PATH: Final = TEMPLATES / "host_client.ts"
+BRIDGE_HOST_CLIENT_PATH: Final = BRIDGE / "src" / "host_client.ts"
+COPIES: Final = ((RULES_PATH, BRIDGE_RULES_PATH), (HOST_CLIENT_PATH, BRIDGE_HOST_CLIENT_PATH))
+
+
+def stale() -> list[Path]:
+    """The copies that differ from their source."""
+    return [copy for source, copy in COPIES
+            if not copy.is_file() or copy.read_bytes() != source.read_bytes()]
 
 
 def is_current() -> bool:
-    source = RULES_PATH.read_bytes()
-    return BRIDGE_RULES_PATH.is_file() and BRIDGE_RULES_PATH.read_bytes() == source
+    return not stale()
 
 
-def sync() -> bool:
-    """Copy binloop's rule file into the bridge; whether the copy changed."""
-    if is_current():
-        return False
-    BRIDGE_RULES_PATH.write_bytes(RULES_PATH.read_bytes())
-    return True
+def sync() -> list[Path]:
+    """Copy each source over its stale copy; the copies written."""
+    written = stale()
+    for source, copy in COPIES:
+        if copy in written:
+            copy.write_bytes(source.read_bytes())
+    return written
 
 
 if __name__ == "__main__":
-    changed = sync()
-    print(f"{BRIDGE_RULES_PATH}: {'copied' if changed else 'already current'}", file=sys.stderr)
+    written = sync()
+    for _, copy in COPIES:
+        print(f"{copy}: {'copied' if copy in written else 'already current'}", file=sys.stderr)

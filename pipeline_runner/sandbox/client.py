@@ -21,8 +21,8 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from pipeline_runner.sandbox.runner import TRUSTED, WORK, Limits, Sandbox, exit_reason
-from pipeline_runner.sandbox.runner import trusted_script as _sandbox_script
+from pipeline_runner.sandbox.launch import TRUSTED, WORK, Limits, Sandbox, exit_reason
+from pipeline_runner.sandbox.launch import trusted_script as _sandbox_script
 
 Invoke = Callable[[str, dict[str, Any]], Any]
 TargetName = Literal["python", "typescript"]

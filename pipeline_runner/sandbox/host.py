@@ -26,7 +26,9 @@ one JSON object per line on stdin and writes one per line on stdout:
 With `"invoke": true` a tool that wraps another tool (retry, alias, guard, background)
 may call it: the host writes {"id", "op": "invoke", "invoke_id", "tool", "params"} and
 the caller answers {"id", "op": "invoke_result", "invoke_id", "ok", "result" | "error"}.
-Without it the tool gets no invoke.
+Without it the tool gets no invoke. A tool may invoke only the tool its verified
+`tool.json` names in `invokes` (the one it wraps); the host refuses any other name
+itself, without asking the caller, and the tool sees its invoke fail with the reason.
 """
 
 from __future__ import annotations
@@ -45,16 +47,21 @@ from typing import Any, Final
 
 import orjson
 
+from binloop.core.config import default
 from binloop.core.fsutil import sha256_bytes
 from binloop.core.names import UnsafeName, check_relpath, check_tool_name
 from binloop.library import manifest as mf
 from binloop.library.store import ToolLibrary
 from pipeline_runner.sandbox.client import Invoke, TargetName, ToolError, ToolWorker, WorkerFailed
-from pipeline_runner.sandbox.isolation import SandboxMode
+from pipeline_runner.sandbox.isolation import DEFAULT_MODE, SandboxMode
+from pipeline_runner.sandbox.launch import Limits, Sandbox
 from pipeline_runner.sandbox.probe import require
-from pipeline_runner.sandbox.runner import Limits, Sandbox
 
 TARGETS: Final = ("python", "typescript")
+# A call that takes longer fails (its worker is stopped); a version whose worker crashed
+# this often is not started again.
+CALL_TIMEOUT_S: Final = 30.0
+MAX_RESTARTS: Final = 3
 DEFAULT_LIMITS: Final = {
     # long-lived workers: the per-call timeout bounds a call, these bound the worker
     "python": Limits(wall_s=0, cpu_s=3600, memory_mb=1024, tmpfs_mb=64, processes=64, nice=0),
@@ -115,6 +122,7 @@ class HostedTool:
     files: dict[str, bytes]
     meta: dict[str, Any]
     answers: dict[str, str]
+    invokes: frozenset[str] = frozenset()
     worker: ToolWorker | None = None
     restarts: int = 0
     calls: int = 0
@@ -132,8 +140,8 @@ class ToolHost:
     """Gated tools of one library, each served by its own sandboxed worker."""
 
     def __init__(self, library_dir: str | Path, targets: tuple[str, ...] = TARGETS,
-                 call_timeout_s: float = 30.0, max_restarts: int = 3,
-                 sandbox_mode: SandboxMode = "strict",
+                 call_timeout_s: float = CALL_TIMEOUT_S, max_restarts: int = MAX_RESTARTS,
+                 sandbox_mode: SandboxMode = DEFAULT_MODE,
                  limits: dict[str, Limits] | None = None) -> None:
         self.library = ToolLibrary(library_dir)
         self.targets = targets
@@ -219,10 +227,14 @@ class ToolHost:
         if not isinstance(meta, dict) or meta.get("name") != entry["name"]:
             raise ToolRefused(f"{entry['name']}: tool.json does not describe this tool")
         target: TargetName = "python" if entry["target"] == "python" else "typescript"
+        invokes = meta.get("invokes", [])
+        if not isinstance(invokes, list) or not all(isinstance(n, str) for n in invokes):
+            raise ToolRefused(f"{entry['name']}: tool.json's invokes is not a list of names")
         return HostedTool(entry["name"], entry["version"], target, entry["entry"],
                           runnable(files), meta,
                           {"tool": entry["answers"]["tool"],
-                           "failure_mode": entry["answers"]["failure_mode"]})
+                           "failure_mode": entry["answers"]["failure_mode"]},
+                          frozenset(invokes))
 
     # -- calls ---------------------------------------------------------------------------
     def call(self, name: str, params: dict[str, Any], invoke: Invoke | None = None
@@ -238,7 +250,8 @@ class ToolHost:
             worker = self._worker(tool)
             tool.calls += 1
             try:
-                return worker.call(params, invoke, self.call_timeout_s, f"a call of {name}")
+                return worker.call(params, _only(tool, invoke), self.call_timeout_s,
+                                   f"a call of {name}")
             except WorkerFailed as exc:
                 worker.close()
                 tool.worker = None
@@ -305,6 +318,22 @@ class ToolHost:
             tools, self.tools = list(self.tools.values()), {}
         for tool in tools:
             tool.stop()
+
+
+def _only(tool: HostedTool, invoke: Invoke | None) -> Invoke | None:
+    """`invoke`, limited to the tools `tool` may call (its `invokes`)."""
+    if invoke is None:
+        return None
+    caller = invoke
+
+    def limited(name: str, params: dict[str, Any]) -> Any:
+        if name not in tool.invokes:
+            allowed = ", ".join(sorted(tool.invokes)) or "no tool"
+            # (without this tool's own name: a retry tool must not take it for transient)
+            raise PermissionError(f"this tool may not invoke {name[:100]!r}: the tool host "
+                                  f"lets it call {allowed} only")
+        return caller(name, params)
+    return limited
 
 
 def tool_result(details: Any, text: str) -> dict[str, Any]:
@@ -430,9 +459,9 @@ def main(argv: list[str] | None = None) -> int:
                     "JSON lines on stdin/stdout.")
     parser.add_argument("--library", required=True, metavar="DIR")
     parser.add_argument("--target", choices=(*TARGETS, "all"), default="all")
-    parser.add_argument("--call-timeout", type=float, default=30.0, metavar="SECONDS")
-    parser.add_argument("--max-restarts", type=int, default=3, metavar="N")
-    parser.add_argument("--sandbox", choices=("strict", "unsafe"), default="strict")
+    parser.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT_S, metavar="SECONDS")
+    parser.add_argument("--max-restarts", type=int, default=MAX_RESTARTS, metavar="N")
+    parser.add_argument("--sandbox", choices=("strict", "unsafe"), default=default("sandbox"))
     args = parser.parse_args(argv)
     targets = TARGETS if args.target == "all" else (args.target,)
     try:

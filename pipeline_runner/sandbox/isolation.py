@@ -23,11 +23,14 @@ import shutil
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from binloop.core.config import default
+
 SANDBOX_UID: Final = 65534  # nobody: what root drops to before starting bwrap
 SANDBOX_GID: Final = 65534
 MEMORY_MECHANISM: Final = "rlimit_as+nproc+rss_watchdog (cgroup v1 without delegation)"
 SandboxMode = Literal["strict", "unsafe"]
 SANDBOX_MODES: Final = ("strict", "unsafe")
+DEFAULT_MODE: Final[SandboxMode] = default("sandbox")
 
 
 class SandboxUnavailable(RuntimeError):

@@ -25,7 +25,7 @@ from pipeline_runner.sandbox.isolation import (
     SandboxUnavailable,
     bwrap_binary,
 )
-from pipeline_runner.sandbox.runner import Limits, Sandbox
+from pipeline_runner.sandbox.launch import Limits, Sandbox
 
 _PROBE: Final = r"""
 import json, os, socket, sys

@@ -14,7 +14,7 @@ from typing import Any, Final, Protocol
 import orjson
 
 from binloop.core.names import check_relpath
-from pipeline_runner.design import Design, InvalidDesign
+from pipeline_runner.design import Design, InvalidDesign, invoked_tool
 from pipeline_runner.sandbox import SandboxResult
 
 SOURCE_MAX_BYTES: Final = 256 * 1024
@@ -92,6 +92,8 @@ def metadata(design: Design, target: str, entry: str) -> bytes:
         "target": target, "entry": entry, "behaviour": design.behaviour,
         "designer": design.designer, "input_schema": design.input_schema,
         "output_schema": design.output_schema, "sketch": design.sketch,
+        # what the tool host lets it call (and nothing else): see invoked_tool
+        "invokes": [name] if (name := invoked_tool(design)) else [],
     }, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
 
 
@@ -103,7 +105,7 @@ def tool_files(tool_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any], di
     """(cases, metadata, the files the tool's worker gets) of a packaged tool directory.
 
     The worker never sees `acceptance/` (the expected outputs) nor `tool.json`."""
-    from pipeline_runner.sandbox.runner import read_tree
+    from pipeline_runner.sandbox.launch import read_tree
 
     files = read_tree(tool_dir)
     cases = orjson.loads(files["acceptance/cases.json"])

@@ -102,13 +102,23 @@ def substitute(value: Any, previous: dict[str, Any] | None) -> Any:
 
 
 class ScriptedInvoke:
-    """The original tool, as a case scripts it: one response per call, in order."""
+    """The original tool, as a case scripts it: one response per call, in order. With
+    `allowed` (the tool's `invokes`), a call of any other tool is refused and noted, as
+    the tool host refuses it at use time."""
 
-    def __init__(self, script: list[dict[str, Any]]) -> None:
+    def __init__(self, script: list[dict[str, Any]],
+                 allowed: frozenset[str] | None = None) -> None:
         self.script = script
+        self.allowed = allowed
+        self.refused: list[str] = []
         self.calls = 0
 
     def __call__(self, tool: str, args: dict[str, Any]) -> Any:
+        if self.allowed is not None and tool not in self.allowed:
+            self.refused.append(tool)
+            raise PermissionError(f"this tool may not invoke {tool[:100]!r}: the tool host "
+                                  f"lets it call {', '.join(sorted(self.allowed)) or 'no tool'}"
+                                  " only")
         index = self.calls
         self.calls += 1
         if index >= len(self.script):
@@ -148,16 +158,17 @@ class RunReport:
 
 def run_cases(call: Call, cases: list[dict[str, Any]], required: list[str],
               deadline: float, check_text: bool = False,
-              reset: Callable[[bool], None] | None = None, step_timeout_s: float = 30.0
-              ) -> RunReport:
-    """Judge every step of every case; stops at the first fatal failure of the worker."""
+              reset: Callable[[bool], None] | None = None, step_timeout_s: float = 30.0,
+              invokes: frozenset[str] | None = None) -> RunReport:
+    """Judge every step of every case; stops at the first fatal failure of the worker.
+    With `invokes`, a case whose tool invokes another tool than those fails."""
     report = RunReport(sum(len(c["steps"]) for c in cases))
     for case in cases:
         try:
             if reset is not None:  # a fresh tool per case; an invoke only where scripted
                 reset(case.get("invoke") is not None)
             problems = _run_case(call, case, required, deadline, check_text, step_timeout_s,
-                                 report)
+                                 report, invokes)
         except WorkerFailed as exc:
             report.fatal = str(exc)
             return report
@@ -167,8 +178,10 @@ def run_cases(call: Call, cases: list[dict[str, Any]], required: list[str],
 
 
 def _run_case(call: Call, case: dict[str, Any], required: list[str], deadline: float,
-              check_text: bool, step_timeout_s: float, report: RunReport) -> list[str]:
-    invoke = ScriptedInvoke(case["invoke"]) if case.get("invoke") is not None else None
+              check_text: bool, step_timeout_s: float, report: RunReport,
+              invokes: frozenset[str] | None = None) -> list[str]:
+    invoke = ScriptedInvoke(case["invoke"], invokes) if case.get("invoke") is not None \
+        else None
     previous: dict[str, Any] | None = None
     for number, step in enumerate(case["steps"], 1):
         if step.get("sleep_ms"):
@@ -186,6 +199,9 @@ def _run_case(call: Call, case: dict[str, Any], required: list[str], deadline: f
             report.judged += 1
             return [f"step {number}: the tool raised: {exc}"[:500]]
         report.judged += 1
+        if invoke is not None and invoke.refused:
+            return [f"step {number}: the tool invoked {invoke.refused[0][:100]!r}; it may "
+                    f"invoke only {', '.join(sorted(invoke.allowed or ())) or 'no tool'}"]
         problems = _judge(step["expect"], output, text, number, invoke, required, check_text)
         if problems:
             return problems
@@ -275,7 +291,7 @@ def acceptance_stage(start: Callable[[], ToolWorker], cases: list[dict[str, Any]
                 report.fatal = "the tool does not declare its contract: " + "; ".join(broken)
             else:
                 report = run_cases(worker_call(worker), cases, required, deadline, check_text,
-                                   worker.reset)
+                                   worker.reset, invokes=frozenset(meta.get("invokes") or ()))
         finally:
             worker.close()
             stderr = worker.stderr_tail(1500)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from binloop.core.config import default
 from pipeline_runner.design import Design
 from pipeline_runner.sandbox import Limits, Sandbox, SandboxMode, require
 from pipeline_runner.sandbox.client import ToolWorker
@@ -50,8 +51,8 @@ class PythonTarget:
     def __init__(self, check_limits: Limits | None = None,
                  test_limits: Limits | None = None, sandbox_mode: SandboxMode = "strict") -> None:
         self.sandbox_mode: SandboxMode = sandbox_mode
-        self.check_limits = check_limits or Limits(wall_s=120, cpu_s=120)
-        self.test_limits = test_limits or Limits(wall_s=120, cpu_s=60)
+        self.check_limits = check_limits or Limits.for_stage(default("check_timeout"))
+        self.test_limits = test_limits or Limits.for_stage(default("test_timeout"))
 
     @property
     def sandbox(self) -> Sandbox:

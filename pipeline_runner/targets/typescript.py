@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import orjson
 
+from binloop.core.config import default
 from pipeline_runner.design import Design
 from pipeline_runner.sandbox import Limits, Sandbox, SandboxMode, require
 from pipeline_runner.sandbox.client import ToolWorker
@@ -43,7 +44,13 @@ from pipeline_runner.targets import (
     tool_files,
 )
 from pipeline_runner.targets.acceptance import acceptance_stage
-from pipeline_runner.toolchain import NodeToolchain, PluginSdk, ensure_plugin_sdk, ensure_typescript
+from pipeline_runner.toolchain import (
+    NodeToolchain,
+    PluginSdk,
+    ensure_plugin_sdk,
+    ensure_typescript,
+    toolchain_dir,
+)
 
 COMPILER_OPTIONS: Final[dict[str, object]] = {
     "strict": True, "noEmit": True, "target": "es2022", "lib": ["es2022", "dom"],
@@ -76,14 +83,15 @@ class TypeScriptTarget:
     name = "typescript"
     entry = "index.ts"
 
-    def __init__(self, cache_dir: Path | None = None, typescript: str = "5.9.3",
+    def __init__(self, cache_dir: Path | None = None,
+                 typescript: str = default("typescript_version"),
                  check_limits: Limits | None = None, test_limits: Limits | None = None,
                  sandbox_mode: SandboxMode = "strict") -> None:
         self.sandbox_mode: SandboxMode = sandbox_mode
-        self.cache_dir = cache_dir or Path.home() / ".cache" / "binloop" / "toolchain"
+        self.cache_dir = toolchain_dir(cache_dir)
         self.typescript = typescript
-        self.check_limits = check_limits or Limits(wall_s=180, cpu_s=120)
-        self.test_limits = test_limits or Limits(wall_s=120, cpu_s=60)
+        self.check_limits = check_limits or Limits.for_stage(default("check_timeout"))
+        self.test_limits = test_limits or Limits.for_stage(default("test_timeout"))
         self._toolchain: NodeToolchain | None = None
         self._sdk: PluginSdk | None = None
         self._sandbox: Sandbox | None = None

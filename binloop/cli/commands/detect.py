@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from binloop.core.config import Config, add_arguments, load_config
-from binloop.core.errors import EX_DATAERR
+from binloop.core.errors import EX_DATAERR, EX_SOFTWARE
 
 
 def register(subparsers: Any) -> None:
@@ -33,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
 def detect(config: Config) -> Any:
     """Run the configured engine on `config.input`; returns its RunSummary."""
-    from binloop.replay.inputs import list_input_files
-    from binloop.replay.outputs import check_outputs
+    from binloop.replay.engine_outputs import check_outputs
+    from binloop.replay.readers import list_input_files
 
     list_input_files(config.input or "", config.follow_symlinks)  # fail early and clearly
     check_outputs(config)
@@ -51,7 +52,7 @@ def detect(config: Config) -> Any:
 
 def run_bytewax(config: Config) -> Any:
     """Run flows.detect in this process (1 process) or as a local cluster."""
-    from binloop.ops.cluster import run_cluster
+    from binloop.ops.gc_tuning import tune_for_dataflow
 
     with tempfile.TemporaryDirectory(prefix="binloop-") as tmp:
         summary_path = Path(tmp) / "summary.json"
@@ -64,20 +65,55 @@ def run_bytewax(config: Config) -> Any:
             from sinks.jsonl_file import DEFERRED_ERRORS
 
             DEFERRED_ERRORS.clear()
+            flow = build_flow(config)
+            tune_for_dataflow()
             try:
-                cli_main(build_flow(config), workers_per_process=config.workers)
+                cli_main(flow, workers_per_process=config.workers)
             except Exception as exc:
                 raise unwrap_flow_error(exc) from None
             if DEFERRED_ERRORS:
                 raise DEFERRED_ERRORS[0]
         else:
-            code = run_cluster("flows.detect:flow", config.processes, config.workers,
-                               config.to_env())
-            if code != 0:
-                raise RuntimeError(f"a Bytewax process exited with code {code}")
+            _run_as_process_0(config)
         summary = read_summary(summary_path)
         summary.elapsed_s = time.perf_counter() - started
         return summary
+
+
+def _run_as_process_0(config: Config) -> None:
+    """A local cluster whose process 0 is this one: the other processes are started
+    first (their start-up overlaps ours), this process runs its share in place."""
+    from bytewax.run import cli_main
+
+    from binloop.ops.cluster import start_peers, stop_peers, watch_peers
+    from binloop.ops.gc_tuning import tune_for_dataflow
+    from flows.detect import build_flow
+
+    addresses, peers = start_peers("flows.detect:flow", config.processes, config.workers,
+                                   config.to_env())
+
+    def peer_failed(code: int) -> None:
+        # Process 0 cannot be stopped from another thread while it waits for its peer.
+        print(f"binloop: error: a Bytewax process exited with code {code}", file=sys.stderr)
+        stop_peers(peers)
+        os._exit(EX_SOFTWARE)
+
+    watching = watch_peers(peers, peer_failed)
+    try:
+        flow = build_flow(config)
+        tune_for_dataflow()
+        try:
+            cli_main(flow, workers_per_process=config.workers, process_id=0,
+                     addresses=addresses)
+        except Exception as exc:
+            raise unwrap_flow_error(exc) from None
+        watching.set()
+        codes = [peer.wait() for peer in peers]
+        if any(codes):
+            raise RuntimeError(f"a Bytewax process exited with code {max(codes)}")
+    finally:
+        watching.set()
+        stop_peers(peers)
 
 
 def unwrap_flow_error(exc: BaseException) -> BaseException:

@@ -16,7 +16,8 @@ def register(subparsers: Any) -> None:
                     "Nats-Msg-Id = its id (or, with --batch N, envelopes of up to N records "
                     "of one tool, header Binloop-Batch: jsonl), waiting for the stream's "
                     "acknowledgements. The stream is created when missing.")
-    parser.add_argument("file", metavar="FILE", help="JSONL or JSONL.gz telemetry")
+    parser.add_argument("file", metavar="FILE", help="JSONL or JSONL.gz telemetry; - reads "
+                        "standard input as it comes (tail -F FILE | binloop publish -)")
     parser.add_argument("--rate", type=float, default=None, metavar="N",
                         help="records per second (default: as fast as the stream takes them)")
     parser.add_argument("--batch", type=positive_int, default=1, metavar="N",
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
-    from binloop.replay.inputs import list_input_files
+    from binloop.replay.readers import list_input_files
 
     list_input_files(args.file)  # a missing file is a one-line error before connecting
     damaged: list[str] = []
@@ -68,7 +69,8 @@ def publish_file(config: Config, path: str, rate: float | None, batch: int,
                  damaged: list[str] | None = None) -> Any:
     from binloop.nats.jetstream import ensure_telemetry_stream
     from binloop.nats.link import NatsLink
-    from binloop.nats.publish import messages, publish_messages, read_lines
+    from binloop.nats.publish import messages, publish_messages, read_in_thread, read_lines
+    from binloop.replay.readers import STDIN
     from flows.live import source_settings
 
     settings = source_settings(config)
@@ -76,9 +78,10 @@ def publish_file(config: Config, path: str, rate: float | None, batch: int,
     async def publish(link: NatsLink) -> Any:
         js = link.nc.jetstream(timeout=10.0)
         await ensure_telemetry_stream(js, settings.stream, config.manage_stream)
-        return await publish_messages(js, messages(read_lines(path, damaged), batch,
-                                                   config.subject_prefix), rate,
-                                      deadline_s=config.publish_deadline / 1000)
+        items = messages(read_lines(path, damaged), batch, config.subject_prefix)
+        # stdin may wait for its writer: read it beside the event loop, not in it
+        return await publish_messages(js, read_in_thread(items) if path == STDIN else items,
+                                      rate, deadline_s=config.publish_deadline / 1000)
 
     with NatsLink(config.nats or "", "binloop-publish", settings.connect_timeout_s) as link:
         return link.run(publish(link), None)  # bounded by the publish deadline

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(NEEDS_LIBRARY)
     if not config.nats:
         raise ValueError("--nats URL is required (e.g. nats://127.0.0.1:4222)")
-    from binloop.replay.outputs import check_outputs
+    from binloop.replay.engine_outputs import check_outputs
 
     check_outputs(config, config.events_out)
     summary = run_live(config)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from binloop.core.config import add_arguments, load_config
+from binloop.core.config import add_arguments, load_config, positive_int
 
 
 def register(subparsers: Any) -> None:
@@ -46,9 +46,12 @@ def register(subparsers: Any) -> None:
 
 
 def _int_list(text: str) -> tuple[int, ...]:
-    values = tuple(int(v) for v in text.split(",") if v.strip())
-    if not values or min(values) < 1:
-        raise ValueError(f"--thetas {text!r}: give integers >= 1, comma-separated")
+    try:
+        values = tuple(positive_int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not values:
+        raise ValueError(f"--thetas {text!r}: give integers from 1 to 2^63-1, comma-separated")
     return values
 
 
@@ -103,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
     windows = (config.window,) if args.window is not None else _windows(args.windows)
     requested = TruthSpec.parse(args.truth)
     plan = SweepPlan(thetas, windows, config.detection())
-    from binloop.replay.inputs import list_input_files
     from binloop.replay.jsonl import ensure_output_dir
+    from binloop.replay.readers import list_input_files
 
     if args.input:
         list_input_files(args.input, config.follow_symlinks)  # fail before any work
@@ -113,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     summaries, metas = [], []
     with tempfile.TemporaryDirectory(prefix="binloop-sweep-") as tmp:
         for path, sim_params in _inputs(args, out_dir, Path(tmp)):
-            loaded = load(path, config.record_limits(), args.sweep_engine)
+            loaded = load(path, config.record_limits(), args.sweep_engine,
+                          options=config.read_options())
             truth, spec = resolve(requested, path, loaded.frame, plan.base)
             summaries.append(run_sweep(loaded, plan, truth))
             counted = counted_records(loaded.frame, plan.base)

@@ -34,7 +34,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-import numpy as np
 import polars as pl
 
 from binloop.core.detection import (
@@ -309,6 +308,8 @@ def _sliding_before(rows: pl.DataFrame, size_ms: int) -> pl.Series:
 
     Segments are contiguous and ts-sorted, so one global sorted search works once each
     segment's ts are shifted past the previous segment's by more than `size`."""
+    import numpy as np  # only sliding windows need it: not imported by every run
+
     ts = rows["ts"].to_numpy()
     first = rows["first"].to_numpy()
     starts = np.flatnonzero(first == np.arange(ts.size))

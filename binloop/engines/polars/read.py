@@ -1,19 +1,21 @@
 """Reading telemetry for the polars engine: files as frames of valid records, a block at a
-time, exactly as the reference reader (`binloop.replay.inputs` + `binloop.replay.ingest`)
+time, exactly as the reference reader (`binloop.replay.readers` + `binloop.replay.ingest`)
 reads them.
 
 The same valid records in the same order, the same dead letters (reasons, positions), the
-same blank-line count. A block of lines is validated with column expressions: a line is
-*proven* when it is byte for byte the JSON encoding of the values polars read, in the key
-order and with the separators its writer used (a block learns the few layouts its lines
-use from one line each), and those values pass the checks of `binloop.core.schema`, built from
-its declared bounds (`OUTCOMES`, `TOOL_MAX_CHARS`, the taxonomy, ...): anything doubtful
-is simply not proven. Such a line can mean nothing else to orjson, so the reference
-parser would accept it and produce exactly these values. `args` is the text between the
-fields before and after it, accepted when it is one JSON object that validation keeps as
-it is. Lines not proven are decided by `binloop.core.schema.parse_record`, which gives the
-reasons: in Python only for the lines a block cannot prove (invalid ones and odd ones
-out), never for the valid records of a well-formed file.
+same blank-line count. A plain JSONL file is read in blocks of whole lines as they lie in
+the file (`_plain_blocks`); other inputs, and what only the line reader decides (`\\r`
+line ends, byte order marks, oversized lines), go through
+`binloop.replay.readers.line_blocks`. A block is validated with column expressions: polars
+reads the fields detection needs, and a line is *proven* when nothing in its text can make
+orjson (the schema's reader) see other values (`_DOUBTFUL`: a field polars reads written
+twice, keys spelt with escapes, surrogates, a field whose type only the text shows) and
+those values pass the schema's checks: outcomes and failure modes decided by the schema's
+own functions once per distinct value, the rest built from its declared bounds
+(`TOOL_MAX_CHARS`, the ts bounds, ...). Anything doubtful is simply not proven. Lines not
+proven are decided by `binloop.core.schema.RecordParser`, which gives the reasons: in
+Python only for the lines a block cannot prove (invalid ones and odd ones out), never for
+the valid records of a well-formed file.
 
 A proven line without an `id` has a null `id` here: its content hash is computed only
 where it is used (`record_of`: evidence, late records, and keys where ids could collide).
@@ -26,10 +28,13 @@ from __future__ import annotations
 import functools
 import io
 import math
+import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Final, NamedTuple, Protocol
 
 import orjson
@@ -39,21 +44,29 @@ from binloop.core.classify import GIVEN, INFER
 from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import (
     DEFAULT_LIMITS,
-    FAILURE_MODE_MAX_CHARS,
     LINE_MAX_BYTES,
-    OUTCOMES,
     TOOL_MAX_CHARS,
     DeadLetter,
     InvalidRecord,
     RecordLimits,
     RecordParser,
     ToolInvocation,
+    _check_failure_mode,
+    _outcome,
     dumps_record,
     raw_text,
     ts_floor,
 )
 from binloop.replay.formats import AUTO, BINLOOP, LineMapper, mapped, mapper, resolve, sniff_file
-from binloop.replay.inputs import STDIN, InputReader, LineBlock, RawItem, line_blocks
+from binloop.replay.readers import (
+    BOM,
+    GZ_SUFFIXES,
+    STDIN,
+    InputReader,
+    LineBlock,
+    RawItem,
+    line_blocks,
+)
 
 FRAME_SCHEMA: Final = {
     # the line (or Parquet row) of the record in its file, from 1
@@ -70,27 +83,18 @@ FRAME_SCHEMA: Final = {
     "record": pl.Binary,
 }
 LOAD_THREADS: Final = 2
-# Bytes of whole lines a block aims at, as lines of a typical record (`LINE_GUESS` bytes).
+# Bytes a plain file is read in (a block: its whole lines); the line reader's blocks
+# hold READ_BYTES // LINE_GUESS lines.
 READ_BYTES: Final = 8 << 20
 LINE_GUESS: Final = 128
 PARQUET_BATCH: Final = 1 << 16
-# Layouts a block tries before leaving the rest of its lines to the reference parser.
-MAX_LAYOUTS: Final = 16
 # A record near the future-skew bound is left to the reference check (it reads the clock).
 SKEW_MARGIN_MS: Final = 60_000
 # `args` text of at most limit/5 bytes cannot re-encode to more than the limit (the worst
 # growth of a JSON token under orjson is a short exponent float: `1e15` -> 18 bytes).
 ARGS_GROWTH: Final = 5
+BOM_TEXT: Final = BOM.decode()
 
-_FIELDS: Final = ("agent_id", "args", "duration_ms", "error", "failure_mode", "id", "outcome",
-                  "session_id", "tool", "ts")
-_UINT: Final = r"^(0|[1-9][0-9]{0,17})$"
-_INT: Final = r"^-?(0|[1-9][0-9]{0,17})$"
-_MODE: Final = r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$"
-_KNOWN_KEY: Final = '"(' + "|".join(_FIELDS) + r')"[ \t\r\n]*:'
-# \uD800-\uDFFF escapes are left to the slow path: polars accepts a lone surrogate,
-# orjson does not.
-_UNSAFE_ESCAPE: Final = r"\\u[dD][89a-fA-F]"
 # JSON tokens that orjson may re-encode longer than written: exponents, very long integers.
 _GROWS: Final = r"[0-9][eE][+-]?[0-9]+[,}\] ]|[0-9]{19}"
 
@@ -107,6 +111,8 @@ class LoadedRecords(NamedTuple):
     lines: int | None = None
     damaged: int = 0
     ts_converted: int = 0
+    # lines of the block, blank ones included (`_load_block`)
+    block_lines: int = 0
 
 
 class Block(NamedTuple):
@@ -179,15 +185,19 @@ def file_blocks(name: str, limits: RecordLimits = DEFAULT_LIMITS,
                 block_bytes: int | None = None, input_format: str = AUTO,
                 options: ReadOptions = DEFAULT_READ) -> Iterator[Block]:
     """The blocks of one input file (the name as `list_input_files` gives it: it is the
-    dead letters' source); memory holds a few blocks, never the file. Lines are read,
-    split and refused by `binloop.replay.inputs.line_blocks`, as every engine reads them
-    (damaged files, oversized lines, line ends, byte order marks). Other input formats
-    than binloop's own go through their mapper and the reference validator."""
+    dead letters' source); memory holds a few blocks, never the file. A plain JSONL file
+    is read in blocks of whole lines as they are (`_plain_blocks`); other files and what
+    a plain one holds beyond that (`\\r` line ends, byte order marks, oversized lines)
+    are split and refused by `binloop.replay.readers.line_blocks`, as every engine reads
+    them. Other input formats than binloop's own go through their mapper and the
+    reference validator."""
     lowered = name.lower()
     if input_format == AUTO:
         input_format = _sniff_stdin() if name == STDIN else sniff_file(name)
     if lowered.endswith((".parquet", ".pq")) or input_format != BINLOOP:
         yield from _parquet_blocks(name, limits, input_format, options)
+    elif name != STDIN and not lowered.endswith(GZ_SUFFIXES) and block_bytes is None:
+        yield from _plain_blocks(name, limits, options)
     else:
         yield from _jsonl_blocks(line_blocks(name, _block_lines(block_bytes), options),
                                  name, limits)
@@ -204,19 +214,19 @@ def _block_lines(block_bytes: int | None) -> int:
     return max(1, (block_bytes or READ_BYTES) // LINE_GUESS)
 
 
-def _jsonl_blocks(blocks: Iterable[LineBlock], source: str,
-                  limits: RecordLimits) -> Iterator[Block]:
-    """Blocks of lines, validated two at a time; line numbers (the dead letters'
-    position) count from 1. A block's `lines` counts the lines the reader refused too."""
+def _jsonl_blocks(blocks: Iterable[LineBlock], source: str, limits: RecordLimits,
+                  covered: int = 0) -> Iterator[Block]:
+    """Blocks of lines as the line reader split and refused them, validated two at a
+    time; line numbers (the dead letters' position) count from 1, `covered` lines lie
+    before the first block. A block's `lines` counts the lines the reader refused too."""
     pending: list[tuple[Future[LoadedRecords], int, int]] = []
-    covered = 0  # lines of the file in the blocks so far
     # Two blocks in flight: polars releases the GIL while one block is validated.
     with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
         for block in blocks:
             end = block.first_line - 1 + len(block.lines)
             data = b"\n".join(block.lines) + b"\n" if block.lines else b""
             pending.append((pool.submit(_load_block, data, block.first_line, source, limits,
-                                        block.rejects, block.damaged),
+                                        None, block.rejects, block.damaged),
                             end - covered, block.done_bytes))
             covered = end
             if len(pending) >= LOAD_THREADS:
@@ -224,6 +234,104 @@ def _jsonl_blocks(blocks: Iterable[LineBlock], source: str,
                 yield Block(source, future.result(), lines, at)
         for future, lines, at in pending:
             yield Block(source, future.result(), lines, at)
+
+
+class _NeedsLineReader(Exception):
+    """A block holds what only the line reader decides (an oversized line, a BOM)."""
+
+
+def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iterator[Block]:
+    """A plain JSONL file in blocks of whole lines (`READ_BYTES` read at a time), each
+    validated as read: no line is cut out in Python. Up to its size at open, as the line
+    reader reads it. From the first block holding a `\\r`, a BOM at
+    a line start or a line beyond `max_line_bytes`, and for a last line without its line
+    end, the rest of the file goes to the line reader, which decides those."""
+    pending: deque[_Pending] = deque()
+    handover: tuple[int, int] | None = None  # (byte offset, lines before it)
+    at_reader: tuple[int, int] | None = None  # where reading found what needs the line reader
+    with open(name, "rb", buffering=0) as file, \
+            ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
+        limit = os.fstat(file.fileno()).st_size
+        offset = 0  # bytes of the blocks submitted so far
+        taken = [0]  # lines of the blocks handed out so far
+        carry = b""
+
+        def submit(data: bytes, size: int) -> None:
+            # Numbered from 1 in the block, and renumbered in order (`_take`): counting
+            # the lines here would hold the interpreter lock for a pass over the bytes.
+            nonlocal offset
+            pending.append(_Pending(pool.submit(_load_block, data, 1, name, limits, options),
+                                    offset, offset + size))
+            offset += size
+
+        while handover is None:
+            want = min(READ_BYTES, limit - offset - len(carry))
+            chunk = file.read(want) if want > 0 else b""
+            if not chunk:
+                if carry:
+                    # A last line without its line end: the line reader decides whether
+                    # it is complete or its writer is still at it.
+                    at_reader = (offset, -1)
+                break
+            cut = chunk.rfind(b"\n") + 1
+            if cut == 0:
+                carry += chunk
+                if len(carry) > options.max_line_bytes:
+                    at_reader = (offset, -1)
+                    break
+                continue
+            # One copy of the bytes at most: the block is made from views of what was read.
+            block = (chunk if not carry and cut == len(chunk)
+                     else b"".join((carry, memoryview(chunk)[:cut])))
+            carry = chunk[cut:]
+            if b"\r" in block:
+                at_reader = (offset, -1)
+                break
+            submit(block, len(block))
+            while len(pending) > LOAD_THREADS and handover is None:
+                handover = yield from _take(pending, name, taken)
+        # The blocks before: a block of them may itself need the line reader.
+        while pending and handover is None:
+            handover = yield from _take(pending, name, taken)
+        for waiting in pending:
+            waiting.future.cancel()
+    if handover is None and at_reader is not None:
+        handover = (at_reader[0], taken[0])  # every block before it has been handed out
+    if handover is not None:
+        at, before = handover
+        yield from _jsonl_blocks(line_blocks(name, _block_lines(None), options, offset=at,
+                                             line=before), name, limits, before)
+
+
+class _Pending(NamedTuple):
+    future: Future[LoadedRecords]
+    start: int  # byte offset of the block in its file
+    end: int
+
+
+def _take(pending: deque[_Pending], name: str,
+          taken: list[int]) -> Generator[Block, None, tuple[int, int] | None]:
+    """Yield the oldest block, its lines numbered after the `taken[0]` lines handed out
+    before it; or say where the line reader must take over."""
+    block = pending.popleft()
+    try:
+        loaded = block.future.result()
+    except _NeedsLineReader:
+        return (block.start, taken[0])
+    before = taken[0]
+    taken[0] += loaded.block_lines
+    yield Block(name, _renumbered(loaded, before), loaded.block_lines, block.end)
+    return None
+
+
+def _renumbered(loaded: LoadedRecords, before: int) -> LoadedRecords:
+    """A block numbered from 1, numbered after `before` lines."""
+    if before == 0:
+        return loaded
+    frame = loaded.frame.with_columns(line=pl.col("line") + before)
+    dead = [replace(letter, position=str(int(letter.position) + before))
+            for letter in loaded.dead]
+    return loaded._replace(frame=frame, dead=dead)
 
 
 def concat_blocks(blocks: Iterable[Block]) -> LoadedRecords:
@@ -237,42 +345,70 @@ def concat_blocks(blocks: Iterable[Block]) -> LoadedRecords:
                          ts_converted=sum(part.ts_converted for part in parts))
 
 
-def _lines_of(data: bytes) -> tuple[pl.Series, list[bytes] | None]:
-    """The lines of a block as text, split at \n with trailing \r removed, and (only
-    when the block is not all UTF-8) as bytes, with null text for lines not UTF-8."""
+def _lines_of(data: bytes) -> tuple[pl.Series, pl.Series, list[bytes] | None]:
+    """The lines of a block (whole lines, each ending in \\n) as text and their sizes in
+    bytes; and, only when some line is not UTF-8 (or the block is not readable as lines
+    of text), as bytes, with null text for a line that is not UTF-8."""
     try:
-        whole = pl.Series([data], dtype=pl.Binary).cast(pl.String)
-    except pl.exceptions.ComputeError:
-        lines = data.split(b"\n")
-        if data.endswith(b"\n"):
-            lines.pop()
-        lines = [line.rstrip(b"\r") for line in lines]
-        return pl.Series("text", [_decoded(line) for line in lines], dtype=pl.String), lines
-    text = whole.str.split("\n").explode()
-    if data.endswith(b"\n"):
-        text = text.head(-1)
-    if b"\r" in data:
-        text = text.str.strip_chars_end("\r")
-    return text.rename("text"), None
+        # One column of text per line: a control character as the separator (a line
+        # holding one is not JSON, and fails this), no quoting; bytes that are not
+        # UTF-8 are read as U+FFFD.
+        text = pl.read_csv(io.BytesIO(data), has_header=False, separator="\x1f",
+                           quote_char=None, schema={"text": pl.String},
+                           encoding="utf8-lossy")["text"]
+    except pl.exceptions.PolarsError:
+        text = None
+    raw: list[bytes] | None = None
+    if text is not None:
+        size = text.str.len_bytes().fill_null(0)
+        odd = text.str.contains("\ufffd", literal=True)
+        if not odd.any():
+            if size.sum() + text.len() == len(data):  # every line read, as it is
+                return text, size, None
+        else:
+            raw = data.split(b"\n")
+            raw.pop()
+            if len(raw) == text.len():
+                # Only the lines holding a U+FFFD are decoded here: is it written, or
+                # read from bytes that are not UTF-8?
+                rows = odd.arg_true().to_list()
+                return (text.scatter(rows, [_decoded(raw[row]) for row in rows]),
+                        size.scatter(rows, [len(raw[row]) for row in rows]), raw)
+    if raw is None:
+        raw = data.split(b"\n")
+        raw.pop()
+    return (pl.Series("text", [_decoded(line) for line in raw], dtype=pl.String),
+            pl.Series("size", [len(line) for line in raw], dtype=pl.UInt32), raw)
+
+
+def _decoded(line: bytes) -> str | None:
+    try:
+        return line.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def _load_block(data: bytes, first_line: int, source: str, limits: RecordLimits,
-                rejects: tuple[DeadLetter, ...] = (), damaged: int = 0) -> LoadedRecords:
-    """A block of lines: proven ones, the others through the reference parser; the
-    reader's `rejects` (lines before these, or a damaged file) are its first dead letters."""
+                options: ReadOptions | None, rejects: tuple[DeadLetter, ...] = (),
+                damaged: int = 0) -> LoadedRecords:
+    """A block of whole lines: proven ones, the others through the reference parser; the
+    reader's `rejects` (lines before these, or a damaged file) are its first dead
+    letters. `options` None: the line reader has cut and refused these lines already;
+    else `_NeedsLineReader` is raised for a block that only the line reader may cut."""
     if not data:
         return LoadedRecords(empty_frame(), list(rejects), 0, damaged=damaged)
-    text, raw_lines = _lines_of(data)
-    block = pl.DataFrame({"text": text}).with_columns(
-        size=pl.col("text").str.len_bytes()).with_row_index("row")
-    if raw_lines is not None:
-        block = block.with_columns(size=pl.Series([len(line) for line in raw_lines],
-                                                  dtype=pl.UInt32))
-    whole = data if raw_lines is None and b"\r" not in data else None
-    proven = _prove(block, _candidates(block), limits, first_line, whole)
+    text, size, raw_lines = _lines_of(data)
+    block = pl.DataFrame({"text": text, "size": size}).with_row_index("row")
+    if options is not None and (bool((size > options.max_line_bytes).any()) or (
+            text.str.starts_with(BOM_TEXT).any() if raw_lines is None
+            else any(line.startswith(BOM) for line in raw_lines))):
+        raise _NeedsLineReader
     blank = int((block["size"] == 0).sum())
+    whole = data if raw_lines is None and blank == 0 else None
+    proven = _prove(block, limits, first_line, whole)
     if proven.height == block.height - blank:
-        return LoadedRecords(proven.drop("row"), list(rejects), blank, damaged=damaged)
+        return LoadedRecords(proven.drop("row"), list(rejects), blank, damaged=damaged,
+                             block_lines=block.height)
     unsettled = block.filter((pl.col("size") > 0) & ~pl.col("row").is_in(proven["row"].implode()))
     rows = unsettled["row"].to_list()
     if raw_lines is not None:
@@ -283,14 +419,7 @@ def _load_block(data: bytes, first_line: int, source: str, limits: RecordLimits,
     slow = _slow_path(items, rows, first_line, source, limits)
     frame = proven if slow.frame.is_empty() else pl.concat([proven, slow.frame]).sort("row")
     return LoadedRecords(frame.drop("row"), [*rejects, *slow.dead], blank, damaged=damaged,
-                         ts_converted=slow.ts_converted)
-
-
-def _decoded(line: bytes) -> str | None:
-    try:
-        return line.decode()
-    except UnicodeDecodeError:
-        return None
+                         ts_converted=slow.ts_converted, block_lines=block.height)
 
 
 def _slow_path(items: Sequence[RawItem], rows: Iterable[int], first_line: int, source: str,
@@ -353,89 +482,89 @@ def _parquet_blocks(name: str, limits: RecordLimits, input_format: str = BINLOOP
 
 # --- the fast path: lines proven valid --------------------------------------------------
 
-
-class _Layout(NamedTuple):
-    """How one writer lays a record out: its keys in order (each but `args` with a value
-    or null; `args` flagged when written as null), whether `session_id` is a string, and
-    the separators."""
-
-    keys: tuple[tuple[str, bool], ...]
-    session_str: bool
-    kv: str
-    sep: str
+# The fields polars reads of a line (the others are checked in the text: `_DOUBTFUL`).
+# ignore_errors: a value of another type reads as null rather than failing the block; a
+# null where the line has a value is then caught by `_DOUBTFUL` or by a required field.
+_READ_SCHEMA: Final = {"id": pl.String, "session_id": pl.String, "ts": pl.Int64,
+                       "tool": pl.String, "failure_mode": pl.String, "outcome": pl.String}
+_W: Final = "[ \t]*"
+_STRING_FIELDS: Final = ("agent_id", "error", "error_template", "failure_mode", "id",
+                         "outcome", "tool")
 
 
-def _candidates(block: pl.DataFrame) -> pl.DataFrame:
-    """The lines (`text`, `size`, `row`) worth trying: UTF-8 objects within the size limit."""
+def _doubtful(any_char: str) -> str:
+    """A line where polars' reading may differ from orjson's, or a field has a type it
+    must not have. polars keeps the first of two equal keys, orjson the last: a field
+    polars reads written twice (at any depth) is doubtful. A key spelt with \\u escapes
+    (it could be one of ours) and a surrogate escape (polars accepts a lone one, orjson
+    does not) are doubtful. A field polars does not read (or reads as text, which turns
+    any value into a string) must show a value of its type right after its key,
+    wherever it occurs: a string or null; `session_id` a string or an integer of at
+    most 18 digits (polars writes `1.0` as 1); `args` an object or null; `duration_ms`
+    a non-negative integer of at most 19 digits (within orjson's integers) or null.
+    polars has read the line as JSON: after a key and its colon, `n` is null, `"` a
+    string, `{` an object. `any_char` is what may stand between two keys (a line, or
+    a block of them: not a newline)."""
+    twice = [f'"{key}"{_W}:{any_char}*"{key}"{_W}:' for key in _READ_SCHEMA]
+    escapes = [r"\\u[dD][89a-fA-F]", rf'\\u[0-9a-fA-F]{{4}}[a-zA-Z0-9_\\]*"{_W}:']
+    strings = "|".join(_STRING_FIELDS)
+    types = [f'"(?:{strings})"{_W}:{_W}[^"n \t\n]',
+             f'"session_id"{_W}:{_W}(?:[^"0-9\\- \t]|-?[0-9]{{19}}|-?[0-9]+[.eE])',
+             f'"args"{_W}:{_W}[^{{n \t\n]',
+             f'"duration_ms"{_W}:{_W}(?:[^0-9n \t\n]|[0-9]{{20}}|[0-9]+[.eE])']
+    return "|".join([*twice, *escapes, *types])
+
+
+_DOUBTFUL: Final = _doubtful(".")
+_SESSION_STRING: Final = f'"session_id"{_W}:{_W}"'
+_HEX_IDS: Final = r"^[0-9a-fA-F]*$"
+
+
+def _prove(block: pl.DataFrame, limits: RecordLimits, first_line: int,
+           whole: bytes | None) -> pl.DataFrame:
+    """The lines of `block` (`text`, `size`, `row`) proven valid, as frame rows with their
+    block `row`; `whole` is the block's bytes when they are exactly its lines. The checks
+    that only the odd line fails run once over the whole block (a regex search per line
+    costs more than the search itself on short lines), and per line only where the
+    block fails them."""
     text = pl.col("text")
-    return block.filter(text.is_not_null() & (pl.col("size") <= LINE_MAX_BYTES)
-                        & text.str.starts_with("{") & text.str.ends_with("}")
-                        & ~text.str.contains(_UNSAFE_ESCAPE))
-
-
-def _prove(block: pl.DataFrame, candidates: pl.DataFrame, limits: RecordLimits,
-           first_line: int, whole: bytes | None) -> pl.DataFrame:
-    """The candidate lines proven valid, as frame rows (with their block `row`); `whole`
-    is the block's bytes when they are exactly its lines joined by \n."""
+    is_candidate = (text.is_not_null() & pl.col("size").is_between(2, LINE_MAX_BYTES)
+                    & text.str.starts_with("{") & text.str.ends_with("}"))
+    mask = block.select(is_candidate.fill_null(False)).to_series()
+    candidates = block if mask.all() else block.filter(mask)
     read = _read_fields(block.height, candidates, whole)
     if read is None:
         return _empty_rows()
-    proven: list[pl.DataFrame] = []
-    tried: set[_Layout] = set()
-    left = read
-    for _ in range(MAX_LAYOUTS):
-        if left.is_empty():
-            break
-        layout = _learn_layout(left["text"].head(64).to_list(), tried)
-        if layout is None:
-            break
-        tried.add(layout)
-        matched = _matching(left, layout, limits)
-        if not matched.is_empty():
-            proven.append(_typed(matched.lazy(), limits, first_line).collect())
-            left = left.filter(~pl.col("row").is_in(matched["row"].implode()))
-    if not proven:
-        return _empty_rows()
-    return pl.concat(proven).sort("row")
-
-
-def _learn_layout(texts: list[str], tried: set[_Layout]) -> _Layout | None:
-    """The layout of the first of `texts` that has a new one."""
-    for text in texts:
-        layout = _layout_of(text)
-        if layout is not None and layout not in tried:
-            return layout
-    return None
-
-
-def _layout_of(text: str) -> _Layout | None:
-    try:
-        obj = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict) or not set(obj) <= set(_FIELDS) or "ts" not in obj:
-        return None
-    after_first = text.find('":', 1) + 2
-    kv = ": " if text[after_first:after_first + 1] == " " else ":"
-    sep = ", " if kv == ": " else ","
-    return _Layout(tuple((key, key == "args" and obj[key] is None) for key in obj),
-                   isinstance(obj.get("session_id"), str), kv, sep)
+    # A regex search costs as much per line as over the whole block at once: it runs
+    # at the speed of its automaton, whatever the lines.
+    doubtful = read.select(pl.col("text").str.contains(_DOUBTFUL)).to_series()
+    if doubtful.any():
+        read = read.filter(~doubtful)
+    proven = _typed(read, limits, first_line)
+    small = limits.args_max_bytes // ARGS_GROWTH
+    if (proven["size"] > small).any():
+        # Long lines: `args` could re-encode longer than written, or nest deeper than
+        # orjson allows; such lines are left to the reference parser.
+        size = pl.col("size")
+        proven = proven.filter((size <= small) | ((size <= limits.args_max_bytes)
+                                                  & _args_stay(text)))
+    return proven.select("row", *FRAME_SCHEMA)
 
 
 def _read_fields(lines: int, candidates: pl.DataFrame,
                  whole: bytes | None) -> pl.DataFrame | None:
-    """The candidates with every field but `args` as text (`v_<name>`), None if polars
-    cannot read them."""
-    schema = {name: pl.String for name in _FIELDS if name != "args"}
+    """The candidates with the fields polars reads (`v_<name>`), None if polars cannot
+    read them."""
     for attempt in range(2):
         if candidates.is_empty():
             return None
         if candidates.height == lines and whole is not None:
             joined = whole
         else:
-            joined = "\n".join(candidates["text"].to_list()).encode()
+            joined = candidates["text"].str.join("\n").item().encode()
         try:
-            values = pl.read_ndjson(io.BytesIO(joined), schema=schema)
+            values = pl.read_ndjson(io.BytesIO(joined), schema=_READ_SCHEMA,
+                                    ignore_errors=True)
         except pl.exceptions.PolarsError:
             if attempt:
                 return None
@@ -445,124 +574,61 @@ def _read_fields(lines: int, candidates: pl.DataFrame,
             continue
         if values.height != candidates.height:
             return None
-        return pl.concat([candidates, values.rename({n: f"v_{n}" for n in schema})],
+        return pl.concat([candidates, values.rename({n: f"v_{n}" for n in _READ_SCHEMA})],
                          how="horizontal")
     return None
 
 
-def _encoded(key: str, layout: _Layout) -> pl.Expr:
-    """The JSON text of field `key`'s value as the layout's writer writes it."""
-    value = pl.col(f"v_{key}")
-    if key in ("ts", "duration_ms"):
-        return value
-    if key == "session_id":
-        return _json_string(value) if layout.session_str else value
-    if key in ("agent_id", "error"):
-        return _json_string(value)
-    return _quoted(value)
+def _args_stay(text: pl.Expr) -> pl.Expr:
+    """Lines whose `args` orjson re-encodes no longer than written (no exponent, no long
+    integer) and that are not deeply nested."""
+    return ~text.str.contains(_GROWS) & (text.str.count_matches(r"[\[{]") < 500)
 
 
-def _matching(read: pl.DataFrame, layout: _Layout, limits: RecordLimits) -> pl.DataFrame:
-    """The lines whose text is exactly `layout` filled with their values (`args` aside)."""
-    kv, sep = layout.kv, layout.sep
-    pieces: list[list[pl.Expr]] = [[]]
-    for index, (key, is_null) in enumerate(layout.keys):
-        lead = "{" if index == 0 else sep
-        if key == "args" and not is_null:
-            pieces[0].append(pl.lit(f'{lead}"args"{kv}'))
-            pieces.append([])
-            continue
-        if is_null:
-            pieces[-1].append(pl.lit(f'{lead}"{key}"{kv}null'))
-            continue
-        pieces[-1].extend([pl.lit(f'{lead}"{key}"{kv}'), pl.when(
-            pl.col(f"v_{key}").is_null()).then(pl.lit("null")).otherwise(_encoded(key, layout))])
-    pieces[-1].append(pl.lit("}"))
-    absent = [pl.col(f"v_{name}").is_null() for name in _FIELDS
-              if name != "args" and name not in dict(layout.keys)]
-    shape = pl.all_horizontal([pl.lit(True), *absent])
-    text = pl.col("text")
-    base = read.with_columns(session_int=pl.lit(not layout.session_str))
-    if len(pieces) == 1:
-        return base.filter((shape & (text == pl.concat_str(pieces[0]))).fill_null(False))
-    head, tail = pl.concat_str(pieces[0]), pl.concat_str(pieces[1])
-    args_len = (pl.col("size").cast(pl.Int64) - pl.col("head").str.len_bytes().cast(pl.Int64)
-                - pl.col("tail").str.len_bytes().cast(pl.Int64))
-    framed = (base.lazy()
-              .filter(shape.fill_null(False))
-              .with_columns(head=head, tail=tail)
-              .with_columns(args_len=args_len)
-              .filter((text.str.starts_with(pl.col("head")) & text.str.ends_with(pl.col("tail"))
-                       & pl.col("args_len").is_between(2, limits.args_max_bytes))
-                      .fill_null(False))
-              .with_columns(args=text.str.slice(pl.col("head").str.len_chars(),
-                                                pl.col("args_len")))
-              .filter(_args_object(pl.col("args")))
-              .drop("head", "tail")
-              .collect())
-    # Long `args` could re-encode longer, or nest deeper than orjson allows: check those.
-    long_args = pl.col("args_len") * ARGS_GROWTH > limits.args_max_bytes
-    return pl.concat([framed.filter(~long_args),
-                      framed.filter(long_args & _args_stay(pl.col("args")))])
-
-
-def _quoted(value: pl.Expr) -> pl.Expr:
-    """A string that is only valid (or only taken here) without characters to escape."""
-    return pl.concat_str([pl.lit('"'), value, pl.lit('"')])
-
-
-def _json_string(value: pl.Expr) -> pl.Expr:
-    """The JSON text of a string as orjson and json.dumps write it, for strings whose only
-    characters to escape are `"`, `\\` and newline, tab, carriage return (others are left
-    to the slow path)."""
-    escaped = (value.str.replace_all("\\", "\\\\", literal=True)
-               .str.replace_all('"', '\\"', literal=True)
-               .str.replace_all("\n", "\\n", literal=True)
-               .str.replace_all("\t", "\\t", literal=True)
-               .str.replace_all("\r", "\\r", literal=True))
-    return pl.concat_str([pl.lit('"'), escaped, pl.lit('"')])
-
-
-def _args_object(args: pl.Expr) -> pl.Expr:
-    """The text between the fields before and after `args` is one object: a line whose
-    `args` is followed by another pair would show one of our keys in it (written plainly:
-    a key spelt with \\u escapes is not taken here at all)."""
-    return (args.str.starts_with("{") & args.str.ends_with("}")
-            & ~args.str.contains(_KNOWN_KEY) & ~args.str.contains("\\u", literal=True))
-
-
-def _args_stay(args: pl.Expr) -> pl.Expr:
-    """Long `args` that orjson re-encodes no longer and that are not deeply nested."""
-    return ~args.str.contains(_GROWS) & (args.str.count_matches(r"[\[{]") < 500)
-
-
-def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.LazyFrame:
-    """Rows whose values pass validation, as frame rows; the rest are dropped (slow path).
-    The bounds are `binloop.core.schema`'s own constants and the run's `RecordLimits`."""
-    mode = pl.col("v_failure_mode")
-    code = mode.str.extract(r"^([^.]+)", 1).str.to_uppercase()
-    taxonomy = sorted(limits.taxonomy)
-    ts_ok = pl.col("v_ts").str.contains(_UINT)
+def _typed(read: pl.DataFrame, limits: RecordLimits, first_line: int) -> pl.DataFrame:
+    """Rows whose values pass validation, as frame rows (with `row`, `text` and `size`);
+    the rest are dropped (slow path). Outcomes and failure modes repeat endlessly: each
+    distinct one is decided by `binloop.core.schema` itself. The other bounds are the
+    schema's constants and the run's `RecordLimits`."""
+    outcome = _decided(read["v_outcome"], _normal_outcome)
+    taxonomy = limits.taxonomy
+    mode = _decided(read["v_failure_mode"], lambda m: _check_failure_mode(m, taxonomy))
+    ts = pl.col("v_ts")
+    ts_ok = ts >= 0
     if limits.max_future_skew_ms is not None:
         bound = int(time.time() * 1000) + limits.max_future_skew_ms - SKEW_MARGIN_MS
-        ts_ok = ts_ok & (pl.col("v_ts").cast(pl.UInt64, strict=False) <= max(bound, 0))
+        ts_ok = ts_ok & (ts <= max(bound, 0))
     floor = ts_floor(limits.ts_unit)  # a ts below it is in seconds: the slow path converts
     if floor > 0:
-        ts_ok = ts_ok & (pl.col("v_ts").cast(pl.UInt64, strict=False) >= floor
-                         if math.isfinite(floor) else pl.lit(False))
+        ts_ok = ts_ok & (ts >= floor if math.isfinite(floor) else pl.lit(False))
     session = pl.col("v_session_id")
-    outcome = pl.col("v_outcome").str.to_lowercase()
+    # polars reads an integer session id as its digits: which of the values that look
+    # like integers were written as strings?
+    looks_int = session.cast(pl.Int64, strict=False).is_not_null()
+    if read.select(looks_int.any()).item():
+        # `_DOUBTFUL` lets through only a string or an integer after the one key.
+        written_as_string = pl.col("text").str.contains(_SESSION_STRING)
+    else:
+        written_as_string = pl.lit(False)
+    session_str = ~looks_int | written_as_string
+    ids = read["v_id"].drop_nulls()
+    if ids.is_empty() or ((ids.str.len_bytes() == 64).all()
+                          and ids.str.join("").str.contains(_HEX_IDS).item()):
+        id_ok = pl.lit(True)
+    else:
+        id_ok = pl.col("v_id").is_null() | pl.col("v_id").str.contains(r"^[0-9a-fA-F]{64}$")
+    normal = read.lazy().with_columns(n_outcome=outcome, n_mode=mode,
+                                      n_session_str=session_str)
+    outcome, mode = pl.col("n_outcome"), pl.col("n_mode")
     valid = (
         ts_ok
-        & pl.when(pl.col("session_int")).then(session.str.contains(_INT))
-        .otherwise(session.str.len_chars().is_between(1, TOOL_MAX_CHARS))
+        & pl.when(pl.col("n_session_str"))
+        # (else an integer: an integer of at most 18 digits is valid)
+        .then(session.str.len_chars().is_between(1, TOOL_MAX_CHARS)).otherwise(True)
         & pl.col("v_tool").str.len_chars().is_between(1, TOOL_MAX_CHARS)
-        & pl.col("v_outcome").str.contains(r"^[A-Za-z]+$") & outcome.is_in(sorted(OUTCOMES))
-        & (mode.is_null() | (mode.str.contains(_MODE)
-                             & (mode.str.len_chars() <= FAILURE_MODE_MAX_CHARS)
-                             & code.is_in(taxonomy)))
-        & (pl.col("v_duration_ms").is_null() | pl.col("v_duration_ms").str.contains(_UINT))
-        & (pl.col("v_id").is_null() | pl.col("v_id").str.contains(r"^[0-9a-fA-F]{64}$"))
+        & outcome.is_not_null()
+        & (pl.col("v_failure_mode").is_null() | mode.is_not_null())
+        & id_ok
     )
     if limits.failure_modes != GIVEN:
         # A record whose failure mode is to be inferred takes the slow path, where the
@@ -570,16 +636,38 @@ def _typed(lines: pl.LazyFrame, limits: RecordLimits, first_line: int) -> pl.Laz
         inferred = outcome.is_in(sorted(limits.infer_outcomes))
         valid = valid & ~(inferred if limits.failure_modes == INFER else
                           inferred & mode.is_null())
-    normal_mode = pl.concat_str([code, mode.str.slice(code.str.len_bytes())])
-    return lines.filter(valid.fill_null(False)).select(
-        "row",
+    lower = ids.str.contains("[A-F]").any()
+    rows = normal.select(
+        "row", "text", "size",
         line=pl.col("row").cast(pl.UInt64) + first_line,
-        id=pl.col("v_id").str.to_lowercase(),
+        id=pl.col("v_id").str.to_lowercase() if lower else pl.col("v_id"),
         session_id=session,
-        session_int="session_int",
-        ts=pl.col("v_ts").cast(pl.UInt64),
+        session_int=~pl.col("n_session_str"),
+        ts=ts.cast(pl.UInt64, strict=False),
         tool="v_tool",
-        failure_mode=normal_mode,
+        failure_mode=mode,
         outcome=outcome,
         record=pl.when(mode.is_not_null()).then(pl.col("text").cast(pl.Binary)),
-    )
+        valid=valid.fill_null(False),
+    ).collect()
+    if not rows["valid"].all():
+        rows = rows.filter("valid")
+    return rows.drop("valid")
+
+
+def _normal_outcome(value: str) -> str:
+    return _outcome(value)
+
+
+def _decided(values: pl.Series, decide: Callable[[str], str]) -> pl.Expr:
+    """`values` as `decide` (a function of the schema) normalises them, null where it
+    rejects one: decided once per distinct value."""
+    distinct = values.drop_nulls().unique().to_list()
+    verdicts: list[str | None] = []
+    for value in distinct:
+        try:
+            verdicts.append(decide(value))
+        except InvalidRecord:
+            verdicts.append(None)
+    return pl.col(values.name).replace_strict(distinct, verdicts, default=None,
+                                              return_dtype=pl.String)

@@ -12,6 +12,7 @@ import type { OpenClawPluginApi, OpenClawPluginDefinition } from "openclaw/plugi
 import { BLOCK_PREFIX, SessionControl } from "./src/control.ts";
 import { Publisher } from "./src/publisher.ts";
 import { sessionOf, toRecord, type ToolCallContext, type ToolCallEvent } from "./src/record.ts";
+import { gatewayTarget } from "./src/host_client.ts";
 import { LibraryTools } from "./src/tools.ts";
 
 type BridgeConfig = {
@@ -27,7 +28,7 @@ const BRIDGES = Symbol.for("binloop.bridges");
 
 // One bridge per configuration per process: the loader may register a plugin again
 // (a new registry for other options) and that must not open a second connection.
-function bridgeFor(config: BridgeConfig, logger: OpenClawPluginApi["logger"]): Bridge {
+function bridgeFor(config: BridgeConfig, logger: OpenClawPluginApi["logger"], botConfig: unknown): Bridge {
   const store = globalThis as unknown as Record<symbol, Map<string, Bridge> | undefined>;
   const bridges = store[BRIDGES] ?? (store[BRIDGES] = new Map());
   const key = JSON.stringify(config);
@@ -45,7 +46,7 @@ function bridgeFor(config: BridgeConfig, logger: OpenClawPluginApi["logger"]): B
   const control = new SessionControl(config.controlPrefix ?? "bin.control",
     config.registrySubject ?? "bin.registry.updated", 300_000, log);
   const tools = config.library && config.offerTools !== false
-    ? new LibraryTools(config.library, config.python ?? "python3") : null;
+    ? new LibraryTools(config.library, config.python ?? "python3", gatewayTarget(botConfig)) : null;
   control.onRegistryUpdated = () => tools?.invalidate();
   void publisher.start().then((nc) => (nc ? control.subscribe(nc) : undefined)).catch((error: unknown) => {
     logger.error(`binloop bridge: start failed: ${String(error)}`);
@@ -70,7 +71,7 @@ const plugin: OpenClawPluginDefinition = {
   },
   register(api: OpenClawPluginApi): void {
     const config = (api.pluginConfig ?? {}) as BridgeConfig;
-    const bridge = bridgeFor(config, api.logger);
+    const bridge = bridgeFor(config, api.logger, api.config);
     const blocked = new Set<string>();
 
     api.on("before_tool_call", (event, ctx) => {
@@ -96,7 +97,7 @@ const plugin: OpenClawPluginDefinition = {
 
     if (bridge.tools) {
       const tools = bridge.tools;
-      api.registerTool(() => tools.active());
+      api.registerTool((ctx) => tools.active(ctx.sessionKey));
     }
 
     api.registerService({

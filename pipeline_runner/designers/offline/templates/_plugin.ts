@@ -2,8 +2,9 @@
 // the real plugin API (types from "openclaw/plugin-sdk/core"; the bot's own contract is
 // checked too). A tool that calls another tool (retry, alias, guard, background) gets
 // that call from binloop's tool host through `binloopHost` (binloop's own export, read
-// by binloop's trusted harness, never by the bot): in a Hanzo bot, the bridge plugin
-// answers it. The bot itself never loads this module (it loads binloop's proxy plugin).
+// by binloop's trusted harness, never by the bot): in a Hanzo bot, binloop's proxy
+// answers it through the bot's POST /tools/invoke (docs/hanzo.md). The bot itself never
+// loads this module (it loads binloop's proxy plugin).
 import type { AnyAgentTool, OpenClawPluginApi, OpenClawPluginConfigSchema, OpenClawPluginDefinition } from "openclaw/plugin-sdk/core";
 declare const NAME: string;
 declare const DESCRIPTION: string;

@@ -33,7 +33,7 @@ from typing_extensions import override
 from binloop.core.config import default
 from binloop.nats.consumer import OrderedConsumer
 from binloop.nats.jetstream import StreamSpec, ensure_stream
-from binloop.nats.link import acquire_link, release_link
+from binloop.nats.link import CONNECT_TIMEOUT_S, acquire_link, release_link
 from binloop.ops.shutdown import stop_requested
 from flows.operators import Disarm, Rearm, ShardInput, shard_of
 
@@ -51,7 +51,7 @@ class ControlSettings:
     progress: Callable[[], object] | None = None
     until_idle_s: float | None = None
     manage_stream: bool = True
-    connect_timeout_s: float = 30.0
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
 
 
 def control_of(data: bytes) -> Control | None:

@@ -1,4 +1,4 @@
-"""Replay inputs: JSONL, JSONL.gz and Parquet files, directories of them, and stdin.
+"""Replay readers: JSONL, JSONL.gz and Parquet files, directories of them, and stdin.
 
 A reader hands out :class:`RawChunk` batches of undecoded lines (or Parquet rows) in
 arrival order, numbered by `seq`, and a :class:`ReadPosition` from which a new reader
@@ -15,22 +15,31 @@ What the reader itself decides (docs/robustness.md), the same for every engine:
   the damage are handed out, then the damage is one reject naming the byte (or row)
   offset, and the reader goes on with the next file. `RawChunk.damaged_files` counts it.
 * A plain file is read up to its size at open: a line appended while it is read is not
-  torn, and a last line without its newline is dropped when the file has grown since
-  (it was still being written).
+  torn. A last line without its newline is read only when the file has not grown since
+  and the line is complete JSON; otherwise its writer is still at it (or died in the
+  middle): it is left unread, with a warning, never dead-lettered as a torn record.
+* Standard input (a pipe) is handed out as it comes: a chunk ends early when the pipe
+  holds nothing more for now, so `tail -F FILE | binloop publish -` follows FILE; a line
+  is never split, its start is held until its end arrives.
 * Symbolic links inside a directory are skipped unless `follow_symlinks`.
 * With `whole_blocks`, a chunk of a JSONL file is the lines of one block read (about
   `READ_BYTES`) rather than `batch_size` lines, and when the block needed no rewriting
   (no `\r`, no BOM, no oversized line) the chunk carries it as read (`RawChunk.block`):
   a block decoder takes it in one call, and 1M lines cut one by one in Python cost as
-  much as decoding them.
+  much as decoding them. Such a block is not even cut into lines: the chunk carries the
+  offsets of its newlines instead (`RawChunk.ends`, found by numpy in one pass), its
+  `items` are empty until asked for (`RawChunk.lines()`), and the decoder slices out only
+  the lines it keeps.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import os
 import re
+import select
 import sys
 import zlib
 from abc import ABC, abstractmethod
@@ -38,14 +47,17 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final, NoReturn
+from typing import IO, TYPE_CHECKING, Any, Final, NoReturn
 
+import numpy as np
 import orjson
-import polars as pl
 
 from binloop.core.errors import InputError
 from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import DeadLetter
+
+if TYPE_CHECKING:  # polars costs a JSONL replay 160 ms of start-up: only for Parquet
+    import polars as pl
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 GZ_SUFFIXES = (".jsonl.gz", ".ndjson.gz", ".json.gz")
@@ -61,6 +73,7 @@ _TERMINATOR = re.compile(rb"(\r\n|\r|\n)")
 READER_REJECT: Final = "line of "
 
 RawItem = bytes | dict[str, Any]
+log = logging.getLogger("binloop.replay")
 
 
 
@@ -92,6 +105,20 @@ class RawChunk:
     damaged_files: int = 0
     # `b"\n".join(items)` when the reader read the lines as one block, else None.
     block: bytes | None = None
+    # A block not cut into lines: `items` is empty and these are the offsets in `block`
+    # of the newlines between its lines (numpy int64; `lines()` cuts it when asked).
+    ends: Any = None
+
+    @property
+    def count(self) -> int:
+        """How many lines (or rows) the chunk holds."""
+        return len(self.items) if self.ends is None else len(self.ends) + 1
+
+    def lines(self) -> list[RawItem]:
+        """The chunk's lines (a block not cut yet is cut now)."""
+        if self.ends is None or self.block is None:
+            return self.items
+        return self.block.split(b"\n")  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +137,12 @@ def list_input_files(path: str, follow_symlinks: bool = False) -> list[str]:
     if path == STDIN:
         return [STDIN]
     target = Path(path)
+    try:
+        target.stat()
+    except PermissionError:  # a directory on the way may not be entered
+        raise InputError(f"cannot read {path}: permission denied") from None
+    except OSError:
+        pass  # missing: said below
     try:
         if target.is_dir():
             files = sorted(str(p) for p in target.iterdir()
@@ -167,10 +200,19 @@ class InputReader:
 
     def __init__(self, path: str, batch_size: int, partition: str = "input",
                  resume: ReadPosition | None = None, input_format: str = "auto",
-                 options: ReadOptions = DEFAULT_READ, whole_blocks: bool = False) -> None:
+                 options: ReadOptions = DEFAULT_READ, whole_blocks: bool = False,
+                 stride: tuple[int, int] = (0, 1)) -> None:
         """`batch_size` lines (or Parquet rows) per chunk; with `whole_blocks`, a chunk
-        of a JSONL file is the lines of one block read instead (see the module)."""
+        of a JSONL file is the lines of one block read instead (see the module).
+
+        `stride` (i, n): of the chunks every reader of this input cuts alike, hand out
+        only those whose seq is i modulo n (the others are read past: their lines are
+        counted, not decoded), so that n readers share one input without sending its
+        bytes to each other."""
+        if stride != (0, 1) and path == STDIN:
+            raise InputError("stdin cannot be shared by several readers: use one worker")
         self.whole_blocks = whole_blocks
+        self.stride = stride
         self.files = list_input_files(path, options.follow_symlinks)
         self.input_format = input_format
         self._formats: dict[int, str] = {}  # `auto` resolved, per file index
@@ -178,18 +220,27 @@ class InputReader:
         self.batch_size = batch_size
         self.options = options
         self.position = resume or ReadPosition()
-        self.start_seq = self.position.seq
+        # Where this reader's chunks start (a shard checks a resumed stream against it);
+        # readers that share an input resume at different chunks: theirs start at 0.
+        self.start_seq = self.position.seq if stride[1] == 1 else 0
         self.bytes_done = 0
         self._file: _FileCursor | None = None
 
     def next_chunk(self) -> RawChunk | None:
-        """The next chunk, or None at the end of the last file."""
+        """The next chunk (of this reader's stride), or None at the end of the last file."""
+        mine, readers = self.stride
+        while (chunk := self._next_any()) is not None:
+            if readers == 1 or chunk.seq % readers == mine:
+                return chunk
+        return None
+
+    def _next_any(self) -> RawChunk | None:
         while self.position.file_index < len(self.files):
             cursor = self._cursor()
             first_line = self.position.line + 1
             got = cursor.read(self.batch_size)
-            if got.items or got.rejects:
-                lines = len(got.items) + got.rejected_lines
+            if got.count or got.rejects:
+                lines = got.count + got.rejected_lines
                 self.position = ReadPosition(self.position.seq + 1, self.position.file_index,
                                              cursor.offset, self.position.line + lines)
                 self.bytes_done = self._done_before() + cursor.bytes_read()
@@ -197,7 +248,7 @@ class InputReader:
                                 first_line + got.rejected_lines, got.items, self.start_seq,
                                 self._format_of(cursor.name, got.items),
                                 rejects=tuple(got.rejects), damaged_files=got.damaged,
-                                block=got.block)
+                                block=got.block, ends=got.ends)
             cursor.close()
             self._file = None
             self.position = ReadPosition(self.position.seq, self.position.file_index + 1)
@@ -251,6 +302,11 @@ class Batch:
     rejected_lines: int = 0
     damaged: int = 0
     block: bytes | None = None  # `b"\n".join(items)` when they are one block as read
+    ends: Any = None  # see RawChunk.ends: the block is not cut into `items`
+
+    @property
+    def count(self) -> int:
+        return len(self.items) if self.ends is None else len(self.ends) + 1
 
 
 class _FileCursor(ABC):
@@ -285,11 +341,16 @@ class _Bytes(ABC):
     """Raw content of one input, block by block."""
 
     @abstractmethod
-    def read(self) -> bytes:
-        """The next block; b"" at the end. Raises :class:`Damaged` after the good part."""
+    def read(self, limit: int = READ_BYTES) -> bytes:
+        """The next block (a source may give more than `limit`); b"" at the end.
+        Raises :class:`Damaged` after the good part."""
 
     def grew(self) -> bool:
         """Whether the input has grown since it was opened (a writer is still at it)."""
+        return False
+
+    def waiting(self) -> bool:
+        """Whether the next read would wait for a writer (a pipe with nothing in it now)."""
         return False
 
     def compressed_tell(self) -> int | None:
@@ -308,10 +369,10 @@ class _PlainBytes(_Bytes):
         self._left = max(0, self._limit - offset)
         self._file.seek(offset)
 
-    def read(self) -> bytes:
+    def read(self, limit: int = READ_BYTES) -> bytes:
         if self._left <= 0:
             return b""
-        data = self._file.read(min(READ_BYTES, self._left)) or b""
+        data = self._file.read(min(limit, READ_BYTES, self._left)) or b""
         self._left -= len(data)
         if not data:
             self._left = 0
@@ -332,10 +393,23 @@ class _StreamBytes(_Bytes):
 
     def __init__(self, stream: IO[bytes] | Any) -> None:
         self._read = getattr(stream, "read1", None) or stream.read
+        try:
+            self._fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # bytes in memory never wait
+            self._fd = None
 
-    def read(self) -> bytes:
+    def read(self, limit: int = READ_BYTES) -> bytes:
         data: bytes = self._read(READ_BYTES)
         return data
+
+    def waiting(self) -> bool:
+        if self._fd is None:
+            return False
+        try:
+            ready, _, _ = select.select([self._fd], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not ready
 
 
 class _GzipBytes(_Bytes):
@@ -355,7 +429,7 @@ class _GzipBytes(_Bytes):
         self._damage: Damaged | None = None
         self._skip = skip
 
-    def read(self) -> bytes:
+    def read(self, limit: int = READ_BYTES) -> bytes:
         while True:
             data = self._next()
             if self._skip <= 0 or not data:
@@ -471,15 +545,21 @@ class _Lines:
     lines: list[bytes]
     sizes: list[int] | None
     block: bytes | None = None
+    # Set (and `lines` empty) for a block not cut into lines: see RawChunk.ends.
+    ends: Any = None
 
 
 class LineSplitter:
     """Cuts blocks of bytes into lines (`\\n`, `\\r\\n`, `\\r`), strips byte order marks,
     and refuses lines longer than `max_bytes` while they stream by."""
 
-    def __init__(self, source: str, max_bytes: int, first_line: int = 1) -> None:
+    def __init__(self, source: str, max_bytes: int, first_line: int = 1,
+                 uncut: bool = False) -> None:
+        """With `uncut`, a block that needs no rewriting is handed out whole with the
+        offsets of its newlines (`_Lines.ends`) rather than cut into lines."""
         self.source = source
         self.max_bytes = max_bytes
+        self.uncut = uncut
         self.line = first_line  # number of the next line to complete
         self._carry = b""
         self._skipping = 0  # > 0: bytes seen so far of an oversized line being skipped
@@ -498,7 +578,15 @@ class LineSplitter:
         held_cr = text.endswith(b"\r")
         if held_cr:
             text = text[:-1]
-        if b"\r" not in text and BOM not in text:
+        if b"\r" not in text and (text.isascii() or BOM not in text):
+            if self.uncut:
+                cut = self._uncut(text)
+                if cut is not None:
+                    found, tail = cut
+                    if found is not None:
+                        out.append(found)
+                    self._carry = tail + b"\r" if held_cr else tail
+                    return out
             lines = text.split(b"\n")
             tail = lines.pop()
             if lines:
@@ -520,6 +608,20 @@ class LineSplitter:
         else:
             self._carry = tail + b"\r" if held_cr else tail
         return out
+
+    def _uncut(self, text: bytes) -> tuple[_Lines | None, bytes] | None:
+        """The complete lines of `text` as one uncut block and the partial last line,
+        or None when a line is too long (then the caller cuts it to reject that one)."""
+        newlines = np.flatnonzero(np.frombuffer(text, np.uint8) == 0x0A)
+        if not len(newlines):
+            return (None, text) if len(text) <= self.max_bytes else None
+        last = int(newlines[-1])
+        if last > self.max_bytes or len(text) - last - 1 > self.max_bytes:
+            widths = np.diff(newlines, prepend=-1) - 1
+            if int(widths.max()) > self.max_bytes:
+                return None
+        self.line += len(newlines)
+        return _Lines([], None, text[:last], newlines[:-1]), text[last + 1:]
 
     def finish(self) -> tuple[list[_Lines | _Reject], bytes]:
         """At the end of the input: the last line if it had no terminator, and the raw
@@ -601,10 +703,13 @@ class _LineCursor(_FileCursor):
         self._whole_blocks = whole_blocks
         self.offset = offset
         self._source = source
-        self._splitter = LineSplitter(name, options.max_line_bytes, line + 1)
+        self._splitter = LineSplitter(name, options.max_line_bytes, line + 1, whole_blocks)
         self._queue: deque[_Lines | _Reject] = deque()
         self._ended = False
         self._drop_torn = drop_torn
+        self._consumed = offset  # bytes of the source read so far, from its start
+        self._spill = b""  # read beyond a block's end, for the next block
+        self._damage: Damaged | None = None  # found while a block was being filled
 
     def read(self, n: int) -> Batch:
         batch = Batch()
@@ -612,13 +717,14 @@ class _LineCursor(_FileCursor):
             n = sys.maxsize
         while len(batch.items) < n:
             if not self._queue:
-                if self._ended:
+                # A pipe hands out what has come (`tail -F f | binloop ...` follows f).
+                if self._ended or (batch.items and self._source.waiting()):
                     break
                 self._fill()
                 continue
             piece = self._queue[0]
             if isinstance(piece, _Reject):
-                if batch.items:
+                if batch.count:
                     break  # a reject opens the next batch: rejects come before items
                 self._queue.popleft()
                 batch.rejects.append(piece.letter)
@@ -626,6 +732,13 @@ class _LineCursor(_FileCursor):
                 batch.damaged += piece.damaged
                 self.offset += piece.size
                 continue
+            if piece.ends is not None:  # an uncut block (whole_blocks): a chunk of its own
+                if batch.count:
+                    break
+                self._queue.popleft()
+                batch.block, batch.ends = piece.block, piece.ends
+                self.offset += len(piece.block) + 1  # type: ignore[arg-type]
+                break
             take = n - len(batch.items)
             lines = piece.lines
             if take >= len(lines):
@@ -647,9 +760,36 @@ class _LineCursor(_FileCursor):
                 piece.lines, piece.block, batch.block = lines[take:], None, None
         return batch
 
+    def _aligned_read(self) -> bytes:
+        """The source's bytes up to the next multiple of READ_BYTES from its start (or
+        its end): chunks then end at the same lines whatever offset a reader started or
+        resumed at, which readers sharing an input (`InputReader.stride`) rely on."""
+        if self._damage is not None:
+            damage, self._damage = self._damage, None
+            raise damage
+        want = READ_BYTES - self._consumed % READ_BYTES
+        parts: list[bytes] = []
+        got = 0
+        while got < want:
+            try:
+                data, self._spill = self._spill or self._source.read(want - got), b""
+            except Damaged as damage:
+                if not parts:
+                    raise
+                self._damage = damage  # the good bytes before it first
+                break
+            if not data:
+                break
+            if got + len(data) > want:
+                data, self._spill = data[:want - got], data[want - got:]
+            parts.append(data)
+            got += len(data)
+        self._consumed += got
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
     def _fill(self) -> None:
         try:
-            data = self._source.read()
+            data = self._aligned_read() if self._whole_blocks else self._source.read()
         except Damaged as damage:
             self._ended = True
             raw = damage.raw or self._splitter.pending()
@@ -662,8 +802,12 @@ class _LineCursor(_FileCursor):
             return
         self._ended = True
         pieces, torn = self._splitter.finish()
-        if torn and self._drop_torn and self._source.grew():
-            return  # the last line is still being written: leave it for the next read
+        if torn and self._drop_torn and (self._source.grew() or not _complete_json(torn)):
+            # A prefix of a JSON object is never a JSON object: this line is cut short.
+            log.warning("%s: line %d (%d bytes) has no line end and is not complete yet: "
+                        "left unread (a writer is still at it?)", self.name,
+                        self._splitter.line - 1, len(torn))
+            return
         self._queue.extend(pieces)
 
     def bytes_read(self) -> int:
@@ -685,6 +829,8 @@ class _ParquetCursor(_FileCursor):
         self._frame = self._load()
 
     def _load(self) -> pl.DataFrame:
+        import polars as pl
+
         try:
             return pl.read_parquet(self.name)
         except Exception as exc:  # polars raises many kinds for bad files
@@ -717,6 +863,15 @@ class _ParquetCursor(_FileCursor):
 
     def bytes_read(self) -> int:
         return self._size * self.offset // max(1, self._frame.height)
+
+
+def _complete_json(line: bytes) -> bool:
+    """Whether an unterminated last line is a whole JSON value (once per file)."""
+    try:
+        orjson.loads(line[3:] if line.startswith(BOM) else line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _one_line(exc: BaseException) -> str:
@@ -764,12 +919,12 @@ class LineBlock:
 
 
 def line_blocks(name: str, block_lines: int, options: ReadOptions = DEFAULT_READ,
-                stream: Any = None) -> Iterator[LineBlock]:
+                stream: Any = None, offset: int = 0, line: int = 0) -> Iterator[LineBlock]:
     """The lines of one JSONL(.gz) file or stdin (or of `stream`, named `name`),
-    `block_lines` at a time, as the chunk reader splits and refuses them."""
-    cursor = (open_cursor(name, 0, 0, options) if stream is None else
+    `block_lines` at a time, as the chunk reader splits and refuses them; a file from
+    byte `offset`, where `line` lines lie before it."""
+    cursor = (open_cursor(name, offset, line, options) if stream is None else
               _LineCursor(name, _StreamBytes(stream), 0, 0, options, drop_torn=False))
-    line = 0
     try:
         while True:
             got = cursor.read(block_lines)

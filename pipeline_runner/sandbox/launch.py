@@ -43,6 +43,7 @@ from typing import IO, Final
 
 import orjson
 
+from binloop.core.config import default
 from pipeline_runner.sandbox.isolation import SANDBOX_GID, Isolation
 from pipeline_runner.sandbox.watchdog import Watchdog, Watched, kill_tree
 
@@ -60,16 +61,24 @@ Files = Path | Mapping[str, bytes] | None
 class Limits:
     """Resource caps of one sandboxed command (memory and CPU: of its whole tree)."""
 
-    wall_s: float = 120.0
-    cpu_s: int = 120
-    memory_mb: int = 4096
+    wall_s: float = default("test_timeout") / 1000
+    cpu_s: int = default("test_timeout") // 1000
+    memory_mb: int = default("sandbox_memory_mb")
     address_space_mb: int | None = None  # per process; default memory_mb
     tmpfs_mb: int = 64
     open_files: int = 256
-    processes: int = 128
+    processes: int = default("sandbox_processes")
     output_kb: int = 64
     # Builds run beside the detector: at a lower CPU priority, so detection keeps its pace.
     nice: int = 10
+
+    @classmethod
+    def for_stage(cls, timeout_ms: int, memory_mb: int = default("sandbox_memory_mb"),
+                  processes: int = default("sandbox_processes")) -> Limits:
+        """The caps of a check or test stage whose wall-clock limit is `timeout_ms` (its
+        CPU time may be as long: a stage that computes the whole time is not cut short)."""
+        return cls(wall_s=timeout_ms / 1000, cpu_s=max(1, timeout_ms // 1000),
+                   memory_mb=memory_mb, processes=processes)
 
     def rlimits(self) -> dict[str, int]:
         mib = 1 << 20

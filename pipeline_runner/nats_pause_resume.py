@@ -1,4 +1,4 @@
-"""Agent control on NATS: pause/resume a session and announce registry updates.
+"""The pause/resume protocol on NATS: pause/resume a session, announce registry updates.
 
 * pause: request/reply on `{prefix}.{session_id}.pause` (`prefix` = `bin.control`); the
   payload is the reason (event id, tool, failure mode, build id); the agent's reply is
@@ -22,13 +22,14 @@ import orjson
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
+from binloop.core.config import default
 from binloop.core.schema import SessionId
 from binloop.nats.link import NatsLink
 from binloop.nats.subjects import subject_token
-from pipeline_runner.control import TaskState
+from pipeline_runner.pause_resume import TaskState
 
 log = logging.getLogger("binloop.builds")
-REGISTRY_SUBJECT = "bin.registry.updated"
+REGISTRY_SUBJECT: str = default("registry_subject")
 
 
 def control_subject(prefix: str, session_id: SessionId, action: str) -> str:
@@ -36,8 +37,9 @@ def control_subject(prefix: str, session_id: SessionId, action: str) -> str:
 
 
 class NatsControl:
-    def __init__(self, link: NatsLink, pause_timeout_s: float = 10.0,
-                 prefix: str = "bin.control", registry_subject: str = REGISTRY_SUBJECT) -> None:
+    def __init__(self, link: NatsLink, pause_timeout_s: float = default("pause_timeout") / 1000,
+                 prefix: str = default("control_subject_prefix"),
+                 registry_subject: str = REGISTRY_SUBJECT) -> None:
         self.link = link
         self.pause_timeout_s = pause_timeout_s
         self.prefix = prefix

@@ -1,0 +1,207 @@
+"""Several workers share one replayed input without sending its bytes to each other.
+
+Each worker's source partition reads the whole input and hands out every n-th chunk
+(`InputReader(stride=...)`): the union of what n such readers hand out must be exactly
+what one reader hands out (same chunks, seqs, line numbers, rejects), and a replay
+with several workers or processes (real Bytewax runs) must give the reference engine's
+events, dead letters, late records and counters, also after a crash and a resume.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from binloop.core.errors import InputError
+from binloop.core.reading import ReadOptions
+from binloop.replay import readers as inputs
+from binloop.replay.readers import InputReader, RawChunk
+from tests.engine_runs import (
+    Outcome,
+    by_event_id,
+    engine_config,
+    read_jsonl,
+    run_bytewax_on,
+    run_processes_on,
+    run_reference_on,
+    same_as_reference,
+)
+from tests.helpers import rec
+
+PIECES = [b'{"session_id": 1, "ts": 1700000000000, "tool": "t", "outcome": "failure", '
+          b'"failure_mode": "ARGS.x"}', b"", b"not json", b"\r", b"\xef\xbb\xbf{}",
+          b"x" * 40, b"{}"]
+
+
+def _as_seen(chunk: RawChunk) -> tuple[Any, ...]:
+    return (chunk.partition, chunk.seq, chunk.source, chunk.first_line, chunk.lines(),
+            chunk.rejects, chunk.damaged_files, chunk.block)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(files=st.lists(st.lists(st.sampled_from(PIECES), max_size=25), min_size=1, max_size=3),
+       readers=st.integers(2, 4), block_bytes=st.integers(8, 200))
+def test_readers_with_a_stride_hand_out_exactly_what_one_reader_does(
+        tmp_path_factory: pytest.TempPathFactory, files: list[list[bytes]], readers: int,
+        block_bytes: int) -> None:
+    folder = tmp_path_factory.mktemp("strided")
+    for index, lines in enumerate(files):
+        (folder / f"{index}.jsonl").write_bytes(b"\n".join(lines))
+    options = ReadOptions(max_line_bytes=32)  # some lines are rejects read past
+    with mock.patch.object(inputs, "READ_BYTES", block_bytes):
+        whole = [_as_seen(c) for c in InputReader(str(folder), 4, "p", None, "auto", options,
+                                                  whole_blocks=True)]
+        shared = sorted((_as_seen(c) for i in range(readers)
+                         for c in InputReader(str(folder), 4, "p", None, "auto", options,
+                                              whole_blocks=True, stride=(i, readers))),
+                        key=lambda seen: seen[1])
+    assert shared == whole
+
+
+def test_readers_with_a_stride_resume_anywhere_and_still_cut_the_same_chunks(
+        tmp_path: Path) -> None:
+    """A reader resumed from any position it reached hands out exactly the chunks it
+    would have handed out next (so readers resumed at different offsets still agree)."""
+    path = _telemetry(tmp_path / "in.jsonl", records=3000)
+    with mock.patch.object(inputs, "READ_BYTES", 1 << 12):
+        for mine in range(3):
+            every = [_as_seen(c) for c in InputReader(str(path), 4, whole_blocks=True,
+                                                        stride=(mine, 3))]
+            assert len(every) > 10 and all(seen[1] % 3 == mine for seen in every)
+            reader = InputReader(str(path), 4, whole_blocks=True, stride=(mine, 3))
+            for done in range(len(every)):
+                resumed = InputReader(str(path), 4, resume=reader.position, whole_blocks=True,
+                                      stride=(mine, 3))
+                assert [_as_seen(c) for c in resumed] == every[done:], done
+                reader.next_chunk()
+
+
+def test_stdin_is_not_shared() -> None:
+    with pytest.raises(InputError, match="stdin cannot be shared"):
+        InputReader("-", 4, stride=(0, 2))
+
+
+def _telemetry(path: Path, records: int = 24_000) -> Path:
+    """Several 1 MiB blocks, with invalid lines, blank lines and CR line ends among them;
+    new tools all along (so events fire all along)."""
+    lines = []
+    for i in range(records):
+        record = rec(1_700_000_000_000 + i * 7, tool=f"tool{i // 150}_{i % 4}",
+                     mode=["ARGS.x", "TIMEOUT", None][i % 3], session=i // 500,
+                     outcome="failure" if i % 5 else "success", args={"i": i, "pad": "p" * 40})
+        lines.append(orjson.dumps(record))
+        if i % 997 == 0:
+            lines.append(b'{"tool": 5}')
+        if i % 1499 == 0:
+            lines.append(b"")
+    data = b"\n".join(lines) + b"\n"
+    cut = len(data) // 2
+    path.write_bytes(data[:cut].replace(b"\n", b"\r\n", 50) + data[cut:])
+    return path
+
+
+@pytest.fixture(scope="module")
+def telemetry(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _telemetry(tmp_path_factory.mktemp("strided-flow") / "in.jsonl")
+
+
+@pytest.fixture(scope="module")
+def reference(telemetry: Path, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    out = tmp_path_factory.mktemp("strided-ref") / "ref"
+    return run_reference_on(engine_config(telemetry, out))
+
+
+def test_worker_threads_that_read_their_own_share_agree(telemetry: Path, tmp_path: Path,
+                                                         reference: Outcome) -> None:
+    config = engine_config(telemetry, tmp_path / "w", workers=3)
+    same_as_reference(run_bytewax_on(config, workers=3), reference)
+
+
+@pytest.mark.slow
+def test_two_processes_that_read_their_own_share_agree(telemetry: Path, tmp_path: Path,
+                                                        reference: Outcome) -> None:
+    config = engine_config(telemetry, tmp_path / "p", processes=2)
+    same_as_reference(run_processes_on(config, processes=2, workers=1), reference)
+
+
+def test_a_crash_and_a_resume_count_every_record_once(telemetry: Path, tmp_path: Path,
+                                                       reference: Outcome) -> None:
+    """Two strided readers with recovery, 64 KiB chunks, an epoch per chunk; the parse
+    step fails at the 25th chunk (after snapshots were taken), then the dataflow resumes
+    from the store: the events are the reference's, none written twice, none missing."""
+    from bytewax.recovery import RecoveryConfig, init_db_dir
+    from bytewax.testing import cluster_main
+
+    from binloop.core.block_parse import BlockParser
+    from flows.detect import build_flow
+
+    store = tmp_path / "store"
+    store.mkdir()
+    init_db_dir(store, 2)
+    config = engine_config(telemetry, tmp_path / "c", workers=2,
+                           summary_out=str(tmp_path / "summary.json"))
+    real_parse = BlockParser.parse
+    calls = {"n": 0}
+
+    def failing_parse(self: BlockParser, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 25:
+            raise RuntimeError("injected crash")
+        return real_parse(self, *args, **kwargs)
+
+    recovery = RecoveryConfig(str(store))
+    with mock.patch.object(inputs, "READ_BYTES", 1 << 16):
+        with mock.patch.object(BlockParser, "parse", failing_parse), \
+                pytest.raises(Exception, match="parse") as crash:
+            cluster_main(build_flow(config), [], 0, epoch_interval=timedelta(0),
+                         recovery_config=recovery, worker_count_per_proc=2)
+        causes, cause = [], crash.value
+        while cause is not None:
+            causes.append(repr(cause))
+            cause = cause.__cause__
+        assert "injected crash" in " ".join(causes)
+        before = read_jsonl(config.out)
+        assert 0 < len(before) < len(reference.events)  # the crash came mid-way
+        cluster_main(build_flow(config), [], 0, epoch_interval=timedelta(0),
+                     recovery_config=recovery, worker_count_per_proc=2)
+    after = read_jsonl(config.out)
+    assert by_event_id(after) == by_event_id(reference.events)
+
+
+
+def test_binloop_detect_with_two_processes_runs_process_0_in_place(
+        telemetry: Path, tmp_path: Path, reference: Outcome) -> None:
+    """The real command: process 1 is started first, process 0 runs in the command's own
+    process; same events and dead letters as the reference engine, exit 0."""
+    import subprocess
+    import sys
+
+    out, dead = tmp_path / "events.jsonl", tmp_path / "dead.jsonl"
+    done = subprocess.run([sys.executable, "-m", "binloop.cli", "detect", "--input",
+                           str(telemetry), "--out", str(out), "--dead-letter", str(dead),
+                           "--engine", "bytewax", "--processes", "2", "--no-progress"],
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr  # invalid lines are dead letters, not an error
+    assert by_event_id(read_jsonl(str(out))) == by_event_id(reference.events)
+    assert sorted(map(str, read_jsonl(str(dead)))) == sorted(map(str, reference.dead))
+
+
+def test_a_peer_that_fails_is_reported_while_process_0_waits() -> None:
+    import subprocess
+    import sys
+    import threading
+
+    from binloop.ops.cluster import watch_peers
+
+    peer = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    seen: list[int] = []
+    called = threading.Event()
+    watch_peers([peer], lambda code: (seen.append(code), called.set()))
+    assert called.wait(30) and seen == [3]
