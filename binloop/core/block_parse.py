@@ -172,16 +172,10 @@ class BlockParser:
                 and _lines_within_limit(block, lines)
                 and _is_utf8(block)):
             return False
-        try:
-            records: list[_Record] = _DECODER.decode_lines(block)
-        except _DECODE_ERRORS:
+        decoded = self._decoded(block, len(lines))
+        if decoded is None:
             return False
-        if len(records) != len(lines):
-            return False
-        checked = self._as_decoded(records)
-        if checked is None:
-            return False
-        max_ts, modes = checked
+        records, max_ts, modes = decoded
         if self._infer and self._any_inferred(records):
             return self._fast_with_inference(lines, records, out, blank, max_ts)
         counts = self.count_outcomes
@@ -203,16 +197,10 @@ class BlockParser:
                      <= LINE_MAX_BYTES)
                 and _is_utf8(block)):
             return False
-        try:
-            records: list[_Record] = _DECODER.decode_lines(block)
-        except _DECODE_ERRORS:
+        decoded = self._decoded(block, len(ends) + 1)
+        if decoded is None:
             return False
-        if len(records) != len(ends) + 1:
-            return False
-        checked = self._as_decoded(records)
-        if checked is None:
-            return False
-        max_ts, modes = checked
+        records, max_ts, modes = decoded
         if self._infer and self._any_inferred(records):
             return self._fast_with_inference(block.split(b"\n"), records, out, 0, max_ts)
         counts = self.count_outcomes
@@ -223,6 +211,19 @@ class BlockParser:
                        for i in compress(range(len(records)), modes)
                        if (rec := records[i]).outcome in counts]
         return True
+
+    def _decoded(self, block: bytes,
+                 lines: int) -> tuple[list[_Record], int, list[str | None]] | None:
+        """The block's records, newest ts and failure modes, when it decodes into `lines`
+        records that the schema takes as they are (else None: the block goes line by line)."""
+        try:
+            records: list[_Record] = _DECODER.decode_lines(block)
+        except _DECODE_ERRORS:
+            return None
+        if len(records) != lines:
+            return None
+        checked = self._as_decoded(records)
+        return None if checked is None else (records, *checked)
 
     def _as_decoded(self, records: list[_Record]) -> tuple[int, list[str | None]] | None:
         """(newest ts, failure modes) when the schema takes every decoded record as it
