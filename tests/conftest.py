@@ -7,6 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,3 +78,15 @@ def listener() -> Iterator[tuple[int, list[bytes]]]:
     stop.set()
     thread.join(timeout=5)
     server.close()
+
+
+@pytest.fixture(scope="module")
+def bot() -> Any:
+    """The Hanzo bot's runtime (the fetched hanzoai/bot, installed once into the cache);
+    the test skips with the reason only where it cannot be had."""
+    from binloop.demo.hanzo_bot import BotUnavailable, ensure_bot
+
+    try:
+        return ensure_bot()
+    except BotUnavailable as exc:
+        pytest.skip(f"no Hanzo bot runtime: {exc}")

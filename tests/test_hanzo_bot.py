@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from binloop.demo.hanzo_bot import BotUnavailable, HanzoBot, ensure_bot
+from binloop.demo.hanzo_bot import HanzoBot
 from binloop.library.hanzo_load_path import LOAD_PATH_DIR, plugin_id, write_load_path
 from binloop.library.store import ToolLibrary
 from pipeline_runner.design import Design
@@ -42,14 +42,6 @@ class ProbingDesigner(OfflineDesigner):
         sources = super().implement(design, target)
         assert EXECUTE in sources["index.ts"]
         return {"index.ts": sources["index.ts"].replace(EXECUTE, PROBE)}
-
-
-@pytest.fixture(scope="module")
-def bot() -> HanzoBot:
-    try:
-        return ensure_bot()
-    except BotUnavailable as exc:
-        pytest.skip(f"no Hanzo bot runtime: {exc}")
 
 
 def first_params(library: ToolLibrary, name: str) -> dict[str, Any]:

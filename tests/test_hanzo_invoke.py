@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from binloop.demo.hanzo_bot import BotUnavailable, HanzoBot, ensure_bot
+from binloop.demo.hanzo_bot import HanzoBot
 from binloop.demo.hanzo_run import bridge_dir
 from binloop.library.hanzo_load_path import LOAD_PATH_DIR, plugin_id, write_load_path
 from binloop.library.store import ToolLibrary
@@ -30,14 +30,6 @@ pytestmark = pytest.mark.slow
 HARNESS = Path(__file__).resolve().parent / "hanzo_invoke_check.mjs"
 ORIGINALS = Path(__file__).resolve().parent / "data" / "hanzo_original_tools"
 TOKEN = "invoke-check-token-5d2e"
-
-
-@pytest.fixture(scope="module")
-def bot() -> HanzoBot:
-    try:
-        return ensure_bot()
-    except BotUnavailable as exc:
-        pytest.skip(f"no Hanzo bot runtime: {exc}")
 
 
 def network_event(tool: str) -> Any:
