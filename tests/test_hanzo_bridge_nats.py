@@ -16,7 +16,7 @@ import nats
 import pytest
 
 from binloop.core.schema import validate_record
-from binloop.demo.hanzo_bot import BotUnavailable, ensure_bot
+from binloop.demo.hanzo_bot import HanzoBot
 from binloop.demo.hanzo_run import bridge_dir, demo_file
 from binloop.nats.server import NatsServer, free_port
 from pipeline_runner.toolchain import ensure_nats_client, toolchain_dir
@@ -94,11 +94,7 @@ async def request(url: str, user: str, password: str, subject: str, body: dict[s
         await nc.close()
 
 
-def test_buffer_replay_credentials_and_pause(tmp_path: Path) -> None:
-    try:
-        bot = ensure_bot()
-    except BotUnavailable as exc:
-        pytest.skip(f"no Hanzo bot runtime: {exc}")
+def test_buffer_replay_credentials_and_pause(bot: HanzoBot, tmp_path: Path) -> None:
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
     buffer = tmp_path / "buffer.jsonl"

@@ -11,16 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from binloop.demo.hanzo_bot import BotUnavailable, ensure_bot
+from binloop.demo.hanzo_bot import HanzoBot
 
 pytestmark = pytest.mark.slow
 
 
-def test_the_loop_closes_with_the_bridge_in_the_bot(tmp_path: Path) -> None:
-    try:
-        ensure_bot()
-    except BotUnavailable as exc:
-        pytest.skip(f"no Hanzo bot runtime: {exc}")
+def test_the_loop_closes_with_the_bridge_in_the_bot(bot: HanzoBot, tmp_path: Path) -> None:
+    """`bot`: the runtime is installed (or the test skips with the reason) before the demo."""
     workdir = tmp_path / "demo"
     run = subprocess.run([sys.executable, "-m", "binloop.cli", "demo", "--agent", "hanzo",
                           "--workdir", str(workdir), "--timeout", "1500"],

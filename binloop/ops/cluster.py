@@ -61,11 +61,6 @@ def watch_peers(peers: Sequence[subprocess.Popen[bytes]],
     return done
 
 
-def stop_peers(peers: Sequence[subprocess.Popen[bytes]]) -> None:
-    """Stop the peers that still run (SIGTERM, then SIGKILL after 10 s)."""
-    _stop(peers)
-
-
 def run_cluster(flow_ref: str, processes: int, workers: int, env: Mapping[str, str],
                 extra_args: Sequence[str] = ()) -> int:
     """Start the processes, wait for all; if one fails, stop the others. Returns an exit code."""
@@ -77,17 +72,18 @@ def run_cluster(flow_ref: str, processes: int, workers: int, env: Mapping[str, s
             codes = [p.poll() for p in procs]
             failed = [c for c in codes if c not in (None, 0)]
             if failed:
-                _stop(procs)
+                stop_peers(procs)
                 return failed[0] or 1
             if all(c == 0 for c in codes):
                 return 0
             time.sleep(0.05)
     except KeyboardInterrupt:
-        _stop(procs, signal.SIGINT)
+        stop_peers(procs, signal.SIGINT)
         raise
 
 
-def _stop(procs: Sequence[subprocess.Popen[bytes]], sig: int = signal.SIGTERM) -> None:
+def stop_peers(procs: Sequence[subprocess.Popen[bytes]], sig: int = signal.SIGTERM) -> None:
+    """Stop the processes that still run (`sig`, then SIGKILL after 10 s)."""
     for proc in procs:
         if proc.poll() is None:
             proc.send_signal(sig)

@@ -52,25 +52,15 @@ def detect(config: Config) -> Any:
 
 def run_bytewax(config: Config) -> Any:
     """Run flows.detect in this process (1 process) or as a local cluster."""
-    from binloop.ops.gc_tuning import tune_for_dataflow
-
     with tempfile.TemporaryDirectory(prefix="binloop-") as tmp:
         summary_path = Path(tmp) / "summary.json"
         config = config.replace(summary_out=str(summary_path))
         started = time.perf_counter()
         if config.processes == 1:
-            from bytewax.run import cli_main
-
-            from flows.detect import build_flow
             from sinks.jsonl_file import DEFERRED_ERRORS
 
             DEFERRED_ERRORS.clear()
-            flow = build_flow(config)
-            tune_for_dataflow()
-            try:
-                cli_main(flow, workers_per_process=config.workers)
-            except Exception as exc:
-                raise unwrap_flow_error(exc) from None
+            _run_here(config)
             if DEFERRED_ERRORS:
                 raise DEFERRED_ERRORS[0]
         else:
@@ -80,14 +70,26 @@ def run_bytewax(config: Config) -> Any:
         return summary
 
 
+def _run_here(config: Config, addresses: list[str] | None = None) -> None:
+    """The dataflow in this process: all of it, or process 0 of the cluster `addresses`."""
+    from bytewax.run import cli_main
+
+    from binloop.ops.gc_tuning import tune_for_dataflow
+    from flows.detect import build_flow
+
+    flow = build_flow(config)
+    tune_for_dataflow()
+    try:
+        cli_main(flow, workers_per_process=config.workers,
+                 process_id=None if addresses is None else 0, addresses=addresses)
+    except Exception as exc:
+        raise unwrap_flow_error(exc) from None
+
+
 def _run_as_process_0(config: Config) -> None:
     """A local cluster whose process 0 is this one: the other processes are started
     first (their start-up overlaps ours), this process runs its share in place."""
-    from bytewax.run import cli_main
-
     from binloop.ops.cluster import start_peers, stop_peers, watch_peers
-    from binloop.ops.gc_tuning import tune_for_dataflow
-    from flows.detect import build_flow
 
     addresses, peers = start_peers("flows.detect:flow", config.processes, config.workers,
                                    config.to_env())
@@ -100,13 +102,7 @@ def _run_as_process_0(config: Config) -> None:
 
     watching = watch_peers(peers, peer_failed)
     try:
-        flow = build_flow(config)
-        tune_for_dataflow()
-        try:
-            cli_main(flow, workers_per_process=config.workers, process_id=0,
-                     addresses=addresses)
-        except Exception as exc:
-            raise unwrap_flow_error(exc) from None
+        _run_here(config, addresses)
         watching.set()
         codes = [peer.wait() for peer in peers]
         if any(codes):
