@@ -631,6 +631,8 @@ class LineSplitter:
         tail, self._carry = self._carry, b""
         if not tail:
             return [], b""
+        if tail == BOM:  # a BOM and nothing after it is no line, but its bytes are read
+            return [_Lines([], [len(BOM)])], b""
         if tail.endswith(b"\r"):
             return self._with_rejects([tail[:-1]], [len(tail)]), b""
         return self._with_rejects([tail], [len(tail)]), tail
