@@ -20,7 +20,7 @@ from binloop.core.events import BINEvent, dumps_event
 from binloop.core.logs import json_line
 from binloop.core.redact import redact_dead_letter
 from binloop.core.schema import DeadLetter, ToolInvocation
-from binloop.ops.gc_tuning import tune_for_dataflow
+from binloop.ops.memory_tuning import tune_for_dataflow
 from binloop.replay.engine_outputs import dumps_dead, dumps_late, late_letter, same_configuration
 from binloop.replay.jsonl import event_key
 from binloop.replay.readers import RawChunk

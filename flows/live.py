@@ -27,7 +27,7 @@ from binloop.core.events import BINEvent, dumps_event
 from binloop.core.logs import configure_logging
 from binloop.core.schema import DeadLetter
 from binloop.nats.jetstream import StreamSpec, telemetry_stream_spec
-from binloop.ops.gc_tuning import tune_for_dataflow
+from binloop.ops.memory_tuning import tune_for_dataflow
 from binloop.ops.metrics import record_counters
 from binloop.ops.shutdown import install_stop_handlers, stop_requested
 from binloop.replay.engine_outputs import same_configuration

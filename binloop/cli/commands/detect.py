@@ -74,7 +74,7 @@ def _run_here(config: Config, addresses: list[str] | None = None) -> None:
     """The dataflow in this process: all of it, or process 0 of the cluster `addresses`."""
     from bytewax.run import cli_main
 
-    from binloop.ops.gc_tuning import tune_for_dataflow
+    from binloop.ops.memory_tuning import tune_for_dataflow
     from flows.detect import build_flow
 
     flow = build_flow(config)
