@@ -9,6 +9,7 @@ position), valid and blank counts and newest ts as the schema applied line by li
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from binloop.core import block_parse
 from binloop.core.block_parse import BlockParser, full_record
 from binloop.core.schema import RecordLimits, RecordParser, parse_record
 from binloop.replay.ingest import parse_chunk
@@ -305,3 +307,20 @@ def test_keys_written_with_escapes_are_not_missed(failure_modes: str) -> None:
     for odd in (upper_id, error):
         lines = [*clean, odd]
         assert block_view(lines, COUNTS, limits) == spec_view(lines, COUNTS, limits)
+
+
+def test_the_decoders_future_bound_follows_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decoder refuses a ts beyond the future-skew bound as of when it was made (the
+    schema then decides); once remade, a record the clock has caught up with decodes in
+    the one call again."""
+    monkeypatch.setattr(block_parse, "DECODER_REFRESH_S", 0.05)
+    parser = BlockParser(COUNTS, RecordLimits(max_future_skew_ms=1000))
+    line = orjson.dumps({"session_id": "s", "ts": int(time.time() * 1000) + 1400,
+                         "tool": "t", "outcome": "failure", "failure_mode": "TIMEOUT"})
+    early = parser.parse([line, line], "src", 1)
+    assert (early.valid, len(early.dead), parser.blocks_by_line) == (0, 2, 1)
+    assert "future" in early.dead[0].reason
+    time.sleep(0.6)
+    late = parser.parse([line, line], "src", 1)
+    assert (late.valid, late.dead, parser.blocks_fast) == (2, [], 1)
+    assert [cand[3] for cand in late.counted] == [orjson.loads(line)["ts"]] * 2

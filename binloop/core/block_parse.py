@@ -27,6 +27,8 @@ Why each block check exists (msgspec and orjson disagree there):
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -58,7 +60,8 @@ _Name = Annotated[str, msgspec.Meta(min_length=1, max_length=TOOL_MAX_CHARS)]
 _Text = Annotated[str, msgspec.Meta(max_length=STRING_FIELD_MAX_CHARS)]
 _Count = Annotated[int, msgspec.Meta(ge=0, le=_I64_MAX)]
 _SessionInt = Annotated[int, msgspec.Meta(ge=-(2**63), le=_I64_MAX)]
-_Id = Annotated[str, msgspec.Meta(min_length=64, max_length=64)]
+# Lower-case hex only: the schema lower-cases an id, so only such an id is taken as it is.
+_Id = Annotated[str, msgspec.Meta(min_length=64, max_length=64, pattern=r"\A[0-9a-f]{64}\Z")]
 _Mode = Annotated[str, msgspec.Meta(min_length=1, max_length=FAILURE_MODE_MAX_CHARS)]
 
 
@@ -67,7 +70,9 @@ class _Object(msgspec.Struct, gc=False):
 
 
 class _Record(msgspec.Struct, gc=False):
-    """A record the schema takes as it is (no normalising needed), or a decode error."""
+    """A record the schema takes as it is (no normalising needed), or a decode error.
+
+    Decoded as `_ts_bounded` makes it: with the ts bounds of the parser's settings."""
 
     session_id: _SessionInt | _Name
     ts: _Count
@@ -82,13 +87,13 @@ class _Record(msgspec.Struct, gc=False):
     id: _Id | None = None
 
 
-_DECODER: Final = msgspec.json.Decoder(_Record)
+# How long a decoder's future-skew bound is used (it is the bound when it was made, so
+# it only gets stricter than the schema's as time passes).
+DECODER_REFRESH_S: Final = 1.0
 _DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _TS = attrgetter("ts")
 _MODE = attrgetter("failure_mode")
-_IDS = attrgetter("id")
 _ERROR = attrgetter("error")
-_HEX_LOWER: Final = b"0123456789abcdef"
 
 
 # A valid record that counts (outcome in the count set, with a failure mode), before its
@@ -130,6 +135,16 @@ class BlockParser:
         self._floor = ts_floor(limits.ts_unit)
         self._infer = limits.infer_outcomes if limits.failure_modes != GIVEN else frozenset()
         self._override = limits.failure_modes == INFER
+        self._decoder = _ts_bounded(self._floor, limits.max_future_skew_ms)
+        self._decoder_until = time.monotonic() + DECODER_REFRESH_S
+
+    def _record_decoder(self) -> msgspec.json.Decoder[_Record]:
+        """The decoder, remade when its future-skew bound is older than DECODER_REFRESH_S."""
+        now = time.monotonic()
+        if now >= self._decoder_until:
+            self._decoder = _ts_bounded(self._floor, self.limits.max_future_skew_ms)
+            self._decoder_until = now + DECODER_REFRESH_S
+        return self._decoder
 
     def parse(self, items: Sequence[bytes | dict[str, Any]], source: str,
               first_line: int, block: bytes | None = None, ends: Any = None) -> BlockResult:
@@ -217,7 +232,7 @@ class BlockParser:
         """The block's records, newest ts and failure modes, when it decodes into `lines`
         records that the schema takes as they are (else None: the block goes line by line)."""
         try:
-            records: list[_Record] = _DECODER.decode_lines(block)
+            records: list[_Record] = self._record_decoder().decode_lines(block)
         except _DECODE_ERRORS:
             return None
         if len(records) != lines:
@@ -227,17 +242,11 @@ class BlockParser:
 
     def _as_decoded(self, records: list[_Record]) -> tuple[int, list[str | None]] | None:
         """(newest ts, failure modes) when the schema takes every decoded record as it
-        is (ts within bounds, failure modes canonical, ids lower-case hex), else None."""
-        stamps = list(map(_TS, records))
-        max_ts = max(stamps)
-        if max_ts > _future_bound(self.limits.max_future_skew_ms) or min(stamps) < self._floor:
-            return None
+        is (failure modes canonical; the decoder checked ts bounds and ids), else None."""
         modes = list(map(_MODE, records))  # failure modes are non-empty: None is the only false
-        if not self._modes_normal(set(compress(modes, modes))):
+        if not self._modes_normal(set(modes)):
             return None
-        if not _ids_lower_hex(records):
-            return None
-        return max_ts, modes
+        return max(map(_TS, records)), modes
 
     def _any_inferred(self, records: list[_Record]) -> bool:
         """Whether the schema's parser would infer a failure mode in any record (only a
@@ -291,7 +300,7 @@ class BlockParser:
     def _by_line(self, items: Sequence[bytes | dict[str, Any]], source: str,
                  first_line: int, out: BlockResult) -> None:
         parser = RecordParser(self.limits)
-        future = _future_bound(self.limits.max_future_skew_ms)
+        decoder = self._record_decoder()
         counts = self.count_outcomes
         max_ts = -1
         for index, item in enumerate(items):
@@ -300,7 +309,7 @@ class BlockParser:
                 continue
             cand: Candidate | None
             try:
-                fast = self._fast_line(item, future) if type(item) is bytes else None
+                fast = self._fast_line(item, decoder) if type(item) is bytes else None
                 if fast is not None:
                     ts, counted = fast.ts, fast.failure_mode is not None and \
                         fast.outcome in counts
@@ -325,20 +334,18 @@ class BlockParser:
         out.max_ts = max_ts if out.valid else None
         out.ts_converted = parser.ts_converted
 
-    def _fast_line(self, line: bytes, future: float) -> _Record | None:
+    def _fast_line(self, line: bytes, decoder: msgspec.json.Decoder[_Record]) -> _Record | None:
         """The decoded line when the schema would take it as it is, else None."""
         if len(line) > LINE_MAX_BYTES or line[:1] != b"{" or not _is_utf8(line):
             return None
         try:
-            rec = _DECODER.decode(line)
+            rec = decoder.decode(line)
         except _DECODE_ERRORS:
             return None
-        mode, record_id = rec.failure_mode, rec.id
-        if (rec.ts > future or rec.ts < self._floor or (self._infer and self._inferred(rec))
+        mode = rec.failure_mode
+        if ((self._infer and self._inferred(rec))
                 or (mode is not None and mode not in self._normal_modes
-                    and not self._modes_normal({mode}))
-                or (record_id is not None and not (
-                    record_id.isascii() and not record_id.encode().translate(None, _HEX_LOWER)))):
+                    and not self._modes_normal({mode}))):
             return None
         return rec
 
@@ -361,9 +368,18 @@ def _is_utf8(block: bytes) -> bool:
     return True
 
 
-def _ids_lower_hex(records: list[_Record]) -> bool:
-    ids = "".join(filter(None, map(_IDS, records)))
-    return not ids or (ids.isascii() and not ids.encode().translate(None, _HEX_LOWER))
+def _ts_bounded(floor: float, max_future_skew_ms: int | None) -> msgspec.json.Decoder[_Record]:
+    """A decoder of `_Record`s that refuses a ts the schema would not take as it is: below
+    `floor` (seconds, converted) or beyond the future-skew bound as of now."""
+    future = _future_bound(max_future_skew_ms)
+    if math.isinf(floor):  # every ts is in seconds: none is taken as it is
+        low, high = 1, 0
+    else:  # (bounds within int64: msgspec's limit; an empty range when the bound is < 0)
+        low = max(0, math.ceil(floor))
+        high = _I64_MAX if math.isinf(future) else max(-1, min(_I64_MAX, math.floor(future)))
+    stamp = Annotated[int, msgspec.Meta(ge=low, le=high)]
+    bounded = msgspec.defstruct("_Record", [("ts", stamp)], bases=(_Record,), gc=False)
+    return msgspec.json.Decoder(bounded)
 
 
 def full_record(cand: Candidate, parser: RecordParser) -> Any:
