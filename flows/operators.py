@@ -158,8 +158,27 @@ def _parse(chunk: RawChunk, parser: BlockParser) -> BlockResult:
                        slow.ts_converted)
 
 
-def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> list[Any]:
+def _parse_all(chunk: RawChunk, parser: BlockParser) -> tuple[BlockResult, int]:
+    """A chunk and its further parts (`RawChunk.more`) parsed as one; and the records
+    read (lines that are not blank, and the reader's rejects)."""
     parsed = _parse(chunk, parser)
+    read = chunk.count - parsed.blank + len(chunk.rejects)
+    for part in chunk.more:
+        more = _parse(part, parser)
+        parsed.counted.extend(more.counted)
+        parsed.dead.extend(more.dead)
+        parsed.valid += more.valid
+        parsed.blank += more.blank
+        parsed.ts_converted += more.ts_converted
+        if more.max_ts is not None:
+            parsed.max_ts = more.max_ts if parsed.max_ts is None else max(parsed.max_ts,
+                                                                          more.max_ts)
+        read += part.count - more.blank + len(part.rejects)
+    return parsed, read
+
+
+def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> list[Any]:
+    parsed, read = _parse_all(chunk, parser)
     by_shard: dict[str, list[tuple[Key, Candidate]]] = {str(s): [] for s in range(router.shards)}
     known, route = router.known, router.route
     for cand in parsed.counted:
@@ -169,7 +188,7 @@ def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> l
                                      parsed.max_ts, chunk.waits_for, chunk.releases))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
-    out.append(IngestStats(chunk.count - parsed.blank + len(chunk.rejects), parsed.valid,
+    out.append(IngestStats(read, parsed.valid,
                            len(parsed.dead), parsed.max_ts, chunk.damaged_files,
                            parsed.ts_converted))
     return out

@@ -42,27 +42,97 @@ PIECES = [b'{"session_id": 1, "ts": 1700000000000, "tool": "t", "outcome": "fail
 
 def _as_seen(chunk: RawChunk) -> tuple[Any, ...]:
     return (chunk.partition, chunk.seq, chunk.source, chunk.first_line, chunk.lines(),
-            chunk.rejects, chunk.damaged_files, chunk.block)
+            chunk.rejects, chunk.damaged_files, chunk.block,
+            tuple(_as_seen(part) for part in chunk.more))
+
+
+def _flat(chunks: list[RawChunk]) -> list[tuple[Any, ...]]:
+    """What chunks hand out, in order: each reject, then each line with its number."""
+    out: list[tuple[Any, ...]] = []
+    for chunk in chunks:
+        for part in (chunk, *chunk.more):
+            out.extend(("reject", letter) for letter in part.rejects)
+            out.extend(("line", part.source, part.first_line + i, line)
+                       for i, line in enumerate(part.lines()))
+            out.append(("damaged", part.damaged_files)) if part.damaged_files else None
+    return out
+
+
+def _shared(path: str, readers: int, options: ReadOptions) -> list[RawChunk]:
+    """The chunks of `readers` strided readers, in chunk order; every seq exactly once."""
+    chunks = sorted((c for i in range(readers)
+                     for c in InputReader(path, 4, "p", None, "auto", options,
+                                          whole_blocks=True, stride=(i, readers))),
+                    key=lambda chunk: chunk.seq)
+    assert [c.seq for c in chunks] == list(range(len(chunks)))  # what shards wait for
+    return chunks
+
+
+def _one_reader(path: str, options: ReadOptions) -> list[RawChunk]:
+    return list(InputReader(path, 4, "p", None, "auto", options, whole_blocks=True))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(files=st.lists(st.lists(st.sampled_from(PIECES), max_size=25), min_size=1, max_size=3),
-       readers=st.integers(2, 4), block_bytes=st.integers(8, 200))
+       readers=st.integers(2, 4), block_bytes=st.integers(8, 200),
+       gzipped=st.lists(st.booleans(), min_size=3, max_size=3))
 def test_readers_with_a_stride_hand_out_exactly_what_one_reader_does(
         tmp_path_factory: pytest.TempPathFactory, files: list[list[bytes]], readers: int,
-        block_bytes: int) -> None:
+        block_bytes: int, gzipped: list[bool]) -> None:
+    """Plain files are read by seeking to one's own blocks, .gz files are read through;
+    in a directory of both the chunk numbers still run on from file to file."""
+    import gzip
+
     folder = tmp_path_factory.mktemp("strided")
     for index, lines in enumerate(files):
-        (folder / f"{index}.jsonl").write_bytes(b"\n".join(lines))
+        data = b"\n".join(lines)
+        if gzipped[index]:
+            (folder / f"{index}.jsonl.gz").write_bytes(gzip.compress(data))
+        else:
+            (folder / f"{index}.jsonl").write_bytes(data)
     options = ReadOptions(max_line_bytes=32)  # some lines are rejects read past
     with mock.patch.object(inputs, "READ_BYTES", block_bytes):
-        whole = [_as_seen(c) for c in InputReader(str(folder), 4, "p", None, "auto", options,
-                                                  whole_blocks=True)]
-        shared = sorted((_as_seen(c) for i in range(readers)
-                         for c in InputReader(str(folder), 4, "p", None, "auto", options,
-                                              whole_blocks=True, stride=(i, readers))),
-                        key=lambda seen: seen[1])
-    assert shared == whole
+        assert _flat(_shared(str(folder), readers, options)) == _flat(
+            _one_reader(str(folder), options))
+
+
+LINE_BODIES = st.one_of(st.binary(max_size=12).map(lambda b: b.replace(b"\r", b"").replace(
+    b"\n", b"")), st.sampled_from([b"", b"\xef\xbb\xbf", b"\xef\xbb\xbf{}", b"{}", b"x" * 70,
+                                   b"y" * 300, b'{"tool": 5}']))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(lines=st.lists(st.tuples(LINE_BODIES, st.sampled_from([b"\n", b"\r\n", b"\r"])),
+                      max_size=40),
+       last=LINE_BODIES, readers=st.integers(1, 4), block_bytes=st.integers(1, 120),
+       max_line=st.sampled_from([8, 40, 1000]))
+def test_seeking_readers_give_the_lines_and_line_numbers_of_one_reader(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[tuple[bytes, bytes]],
+        last: bytes, readers: int, block_bytes: int, max_line: int) -> None:
+    """Random line lengths (some longer than a block, some longer than max_line_bytes)
+    and terminators (\\n, \\r\\n, lone \\r, a \\r as a block's last byte), BOMs,
+    an unterminated last line: the union of n seeking readers is the one reader's
+    lines, rejects and line numbers, in order."""
+    path = tmp_path_factory.mktemp("seeking") / "in.jsonl"
+    path.write_bytes(b"".join(body + end for body, end in lines) + last)
+    options = ReadOptions(max_line_bytes=max_line)
+    with mock.patch.object(inputs, "READ_BYTES", block_bytes):
+        expected = _flat(_one_reader(str(path), options))
+        got = _flat(_shared(str(path), readers, options)) if readers > 1 else _flat(
+            _seeking_alone(str(path), options))
+    assert got == expected
+
+
+def _seeking_alone(path: str, options: ReadOptions) -> list[RawChunk]:
+    """One reader that seeks block by block (n = 1: `InputReader` reads through then)."""
+    from binloop.replay.strided import SeekingFile, block_chunk
+
+    seeking = SeekingFile(path, options)
+    try:
+        return [block_chunk(seeking.parts(k), "p", k, path, "binloop")
+                for k in range(seeking.blocks)]
+    finally:
+        seeking.close()
 
 
 def test_readers_with_a_stride_resume_anywhere_and_still_cut_the_same_chunks(

@@ -59,6 +59,8 @@ from binloop.core.schema import DeadLetter
 if TYPE_CHECKING:  # polars costs a JSONL replay 160 ms of start-up: only for Parquet
     import polars as pl
 
+    from binloop.replay.strided import SeekingFile
+
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 GZ_SUFFIXES = (".jsonl.gz", ".ndjson.gz", ".json.gz")
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -108,10 +110,13 @@ class RawChunk:
     # A block not cut into lines: `items` is empty and these are the offsets in `block`
     # of the newlines between its lines (numpy int64; `lines()` cuts it when asked).
     ends: Any = None
+    # A strided reader's block whose reject follows some of its lines: the block's
+    # further parts (same seq), each its rejects before its lines (binloop.replay.strided).
+    more: tuple[RawChunk, ...] = ()
 
     @property
     def count(self) -> int:
-        """How many lines (or rows) the chunk holds."""
+        """How many lines (or rows) the chunk holds (not those of `more`)."""
         return len(self.items) if self.ends is None else len(self.ends) + 1
 
     def lines(self) -> list[RawItem]:
@@ -129,6 +134,9 @@ class ReadPosition:
     file_index: int = 0
     offset: int = 0
     line: int = 0
+    # The seq of the file's first chunk (strided readers number a plain file's chunks by
+    # block: `base + k`; their offset and line are then how far lines were counted).
+    base: int = 0
 
 
 def list_input_files(path: str, follow_symlinks: bool = False) -> list[str]:
@@ -206,9 +214,10 @@ class InputReader:
         of a JSONL file is the lines of one block read instead (see the module).
 
         `stride` (i, n): of the chunks every reader of this input cuts alike, hand out
-        only those whose seq is i modulo n (the others are read past: their lines are
-        counted, not decoded), so that n readers share one input without sending its
-        bytes to each other."""
+        only those whose seq is i modulo n, so that n readers share one input without
+        sending its bytes to each other. With `whole_blocks`, a plain file's chunks are
+        its blocks and a reader seeks straight to its own (`binloop.replay.strided`);
+        a .gz file cannot seek: it is read through, the others' chunks read past."""
         if stride != (0, 1) and path == STDIN:
             raise InputError("stdin cannot be shared by several readers: use one worker")
         self.whole_blocks = whole_blocks
@@ -225,33 +234,77 @@ class InputReader:
         self.start_seq = self.position.seq if stride[1] == 1 else 0
         self.bytes_done = 0
         self._file: _FileCursor | None = None
+        self._seeking: SeekingFile | None = None
 
     def next_chunk(self) -> RawChunk | None:
         """The next chunk (of this reader's stride), or None at the end of the last file."""
         mine, readers = self.stride
-        while (chunk := self._next_any()) is not None:
-            if readers == 1 or chunk.seq % readers == mine:
+        while self.position.file_index < len(self.files):
+            if self._seeks():
+                chunk = self._next_block()
+            else:
+                chunk = self._next_of_file()
+                if chunk is not None and readers > 1 and chunk.seq % readers != mine:
+                    continue  # read past: another reader hands it out
+            if chunk is not None:
                 return chunk
         return None
 
-    def _next_any(self) -> RawChunk | None:
-        while self.position.file_index < len(self.files):
-            cursor = self._cursor()
-            first_line = self.position.line + 1
-            got = cursor.read(self.batch_size)
-            if got.count or got.rejects:
-                lines = got.count + got.rejected_lines
-                self.position = ReadPosition(self.position.seq + 1, self.position.file_index,
-                                             cursor.offset, self.position.line + lines)
-                self.bytes_done = self._done_before() + cursor.bytes_read()
-                return RawChunk(self.partition, self.position.seq - 1, cursor.name,
-                                first_line + got.rejected_lines, got.items, self.start_seq,
-                                self._format_of(cursor.name, got.items),
-                                rejects=tuple(got.rejects), damaged_files=got.damaged,
-                                block=got.block, ends=got.ends)
-            cursor.close()
-            self._file = None
-            self.position = ReadPosition(self.position.seq, self.position.file_index + 1)
+    def _seeks(self) -> bool:
+        """Whether this reader seeks straight to its own blocks of the current file (a
+        plain file shared by strided readers); a .gz file or Parquet is read through."""
+        return (self.stride[1] > 1 and self.whole_blocks
+                and _kind(self.files[self.position.file_index]) == "jsonl")
+
+    def _next_block(self) -> RawChunk | None:
+        """This reader's next block of a plain file (`binloop.replay.strided`), or None
+        at the file's end (the position then stands at the next file)."""
+        from binloop.replay.strided import SeekingFile, block_chunk
+
+        position = self.position
+        name = self.files[position.file_index]
+        if self._seeking is None:
+            self._seeking = SeekingFile(name, self.options, position.offset, position.line)
+        seeking = self._seeking
+        mine, readers = self.stride
+        block = position.seq - position.base
+        block += (mine - position.base - block) % readers
+        if block >= seeking.blocks:
+            seeking.close()
+            self._seeking = None
+            end = position.base + seeking.blocks
+            self.position = ReadPosition(end, position.file_index + 1, base=end)
+            return None
+        parts = seeking.parts(block)
+        seq = position.base + block
+        self.position = ReadPosition(seq + 1, position.file_index, seeking.counted_to,
+                                     seeking.lines_before, position.base)
+        self.bytes_done = self._done_before() + min(seeking.size,
+                                                    (block + 1) * seeking.block_bytes)
+        first = parts[0].items if parts else []
+        return block_chunk(parts, self.partition, seq, name, self._format_of(name, first))
+
+    def _next_of_file(self) -> RawChunk | None:
+        """The next chunk of the current file, or None at its end (the position then
+        stands at the next file)."""
+        cursor = self._cursor()
+        first_line = self.position.line + 1
+        got = cursor.read(self.batch_size)
+        if got.count or got.rejects:
+            lines = got.count + got.rejected_lines
+            self.position = ReadPosition(self.position.seq + 1, self.position.file_index,
+                                         cursor.offset, self.position.line + lines,
+                                         self.position.base)
+            self.bytes_done = self._done_before() + cursor.bytes_read()
+            return RawChunk(self.partition, self.position.seq - 1, cursor.name,
+                            first_line + got.rejected_lines, got.items, self.start_seq,
+                            self._format_of(cursor.name, got.items),
+                            rejects=tuple(got.rejects), damaged_files=got.damaged,
+                            block=got.block, ends=got.ends)
+        cursor.close()
+        self._file = None
+        seq = self.position.seq
+        self.position = ReadPosition(seq, self.position.file_index + 1, base=seq)
         return None
 
     def _format_of(self, name: str, items: list[RawItem]) -> str:
@@ -273,6 +326,9 @@ class InputReader:
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self._seeking is not None:
+            self._seeking.close()
+            self._seeking = None
 
     def __iter__(self) -> Iterator[RawChunk]:
         try:
@@ -616,7 +672,9 @@ class LineSplitter:
         if not len(newlines):
             return (None, text) if len(text) <= self.max_bytes else None
         last = int(newlines[-1])
-        if last > self.max_bytes or len(text) - last - 1 > self.max_bytes:
+        if len(text) - last - 1 > self.max_bytes:
+            return None  # the partial last line outgrew: skipped from here, as when cut
+        if last > self.max_bytes:
             widths = np.diff(newlines, prepend=-1) - 1
             if int(widths.max()) > self.max_bytes:
                 return None
