@@ -34,6 +34,7 @@ from binloop.core.schema import (
     ToolInvocation,
 )
 from binloop.core.shard_snapshot import dump_shard, load_shard
+from binloop.core.shard_wire import PackedRecords, pack_records
 from binloop.replay.formats import mapper
 from binloop.replay.ingest import parse_counted
 from binloop.replay.readers import RawChunk
@@ -62,6 +63,19 @@ class ShardChunk:
     # See RawChunk: apply only after partition `waits_for` released its backlog.
     waits_for: str | None = None
     releases: bool = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its records packed by msgspec (`binloop.core.shard_wire`)."""
+        packed = pack_records(self.records)
+        if packed is None:
+            return (ShardChunk, (self.partition, self.seq, self.records, self.start_seq,
+                                 self.max_ts, self.waits_for, self.releases))
+        return (_unpacked_chunk, (self.partition, self.seq, packed, self.start_seq,
+                                  self.max_ts, self.waits_for, self.releases))
+
+
+def _unpacked_chunk(partition: str, seq: int, packed: bytes, *rest: Any) -> ShardChunk:
+    return ShardChunk(partition, seq, PackedRecords(packed), *rest)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,9 +334,11 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
     def _apply(self, records: list[tuple[Key, Candidate]], out: list[Any]) -> None:
         detector, parser = self.state.detector, self._parser
         ignores, observe = detector.ignores, detector.observe
-        for key, cand in records:
-            if ignores(key, cand[3]):  # ts
-                continue
+        # Records from another process are packed: those ignored are never unpacked.
+        kept: Iterable[tuple[Key, Candidate]] = (
+            records.unignored(ignores) if isinstance(records, PackedRecords)
+            else ((key, cand) for key, cand in records if not ignores(key, cand[3])))
+        for _key, cand in kept:
             rec = full_record(cand, parser)
             seen = observe(rec)
             if seen.event is not None:
