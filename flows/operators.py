@@ -38,6 +38,7 @@ from binloop.core.shard_wire import PackedRecords, pack_records
 from binloop.replay.formats import mapper
 from binloop.replay.ingest import parse_counted
 from binloop.replay.readers import RawChunk
+from binloop.replay.strided import numbered
 
 PARTITION_IDLE_S = 30.0
 
@@ -188,6 +189,9 @@ def _parse_all(chunk: RawChunk, parser: BlockParser) -> tuple[BlockResult, int]:
             parsed.max_ts = more.max_ts if parsed.max_ts is None else max(parsed.max_ts,
                                                                           more.max_ts)
         read += part.count - more.blank + len(part.rejects)
+    if chunk.lines_before is not None and parsed.dead:
+        before = chunk.lines_before()
+        parsed.dead = [numbered(letter, before) for letter in parsed.dead]
     return parsed, read
 
 

@@ -39,8 +39,8 @@ def test_a_pickled_shard_chunk_holds_the_same_pairs(records: list[Any], cut: int
     assert (back.partition, back.seq, back.start_seq, back.max_ts, back.waits_for,
             back.releases) == ("file:x", 7, 2, 99, "other", True)
     assert list(back.records) == records
-    packed = all(isinstance(cand[0], bytes) and not isinstance(cand[4], int)
-                 or isinstance(cand[0], bytes) and -(2**63) <= cand[4] < 2**64
+    packed = all(isinstance(cand[0], bytes)
+                 and (isinstance(cand[4], str) or -(2**63) <= cand[4] < 2**64)
                  for _, cand in records)
     assert isinstance(back.records, PackedRecords) == packed
     if packed:

@@ -48,11 +48,15 @@ def _as_seen(chunk: RawChunk) -> tuple[Any, ...]:
 
 def _flat(chunks: list[RawChunk]) -> list[tuple[Any, ...]]:
     """What chunks hand out, in order: each reject, then each line with its number."""
+    from binloop.replay.strided import numbered
+
     out: list[tuple[Any, ...]] = []
     for chunk in chunks:
+        # A seeking reader's numbers count from its block: the lines before, on demand.
+        before = chunk.lines_before() if chunk.lines_before is not None else 0
         for part in (chunk, *chunk.more):
-            out.extend(("reject", letter) for letter in part.rejects)
-            out.extend(("line", part.source, part.first_line + i, line)
+            out.extend(("reject", numbered(letter, before)) for letter in part.rejects)
+            out.extend(("line", part.source, before + part.first_line + i, line)
                        for i, line in enumerate(part.lines()))
             out.append(("damaged", part.damaged_files)) if part.damaged_files else None
     return out
@@ -129,8 +133,8 @@ def _seeking_alone(path: str, options: ReadOptions) -> list[RawChunk]:
 
     seeking = SeekingFile(path, options)
     try:
-        return [block_chunk(seeking.parts(k), "p", k, path, "binloop")
-                for k in range(seeking.blocks)]
+        return [block_chunk(*seeking.parts(k)[:1], "p", k, path, "binloop",
+                            seeking.parts(k)[1]) for k in range(seeking.blocks)]
     finally:
         seeking.close()
 

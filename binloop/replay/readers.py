@@ -113,6 +113,10 @@ class RawChunk:
     # A strided reader's block whose reject follows some of its lines: the block's
     # further parts (same seq), each its rejects before its lines (binloop.replay.strided).
     more: tuple[RawChunk, ...] = ()
+    # Set by a strided reader: `first_line` and the rejects' positions count from the
+    # block's first line, and this counts the file's lines before it (on demand: the
+    # parse step asks only when a dead letter needs its line number).
+    lines_before: Callable[[], int] | None = None
 
     @property
     def count(self) -> int:
@@ -265,6 +269,7 @@ class InputReader:
         name = self.files[position.file_index]
         if self._seeking is None:
             self._seeking = SeekingFile(name, self.options, position.offset, position.line)
+        # (offset, line) of a seeking reader's position: how far its lines were counted.
         seeking = self._seeking
         mine, readers = self.stride
         block = position.seq - position.base
@@ -275,14 +280,16 @@ class InputReader:
             end = position.base + seeking.blocks
             self.position = ReadPosition(end, position.file_index + 1, base=end)
             return None
-        parts = seeking.parts(block)
+        parts, lines_before = seeking.parts(block)
         seq = position.base + block
-        self.position = ReadPosition(seq + 1, position.file_index, seeking.counted_to,
-                                     seeking.lines_before, position.base)
+        counter = seeking.counter
+        self.position = ReadPosition(seq + 1, position.file_index, counter.counted_to,
+                                     counter.lines_before, position.base)
         self.bytes_done = self._done_before() + min(seeking.size,
                                                     (block + 1) * seeking.block_bytes)
         first = parts[0].items if parts else []
-        return block_chunk(parts, self.partition, seq, name, self._format_of(name, first))
+        return block_chunk(parts, self.partition, seq, name, self._format_of(name, first),
+                           lines_before)
 
     def _next_of_file(self) -> RawChunk | None:
         """The next chunk of the current file, or None at its end (the position then

@@ -14,10 +14,13 @@ that is a block's last byte is decided with the next block (it may be half of `\
 so the line it ends belongs to the next block, as in the sequential read. The last block
 also gets the end of the file (an unterminated last line, the torn-line rule).
 
-Line numbers (for dead letters) are line terminators counted with `bytes.count` over the
-bytes between this reader's blocks; no other block is split or decoded. The counting
-cursor (offset, lines before it) is part of the read position, so a resumed reader
-continues exactly.
+No other block is split or decoded, and the lines before a block are counted only when
+a line number is needed: a chunk's `first_line` and its rejects' positions count from
+the block's first line, and `RawChunk.lines_before()` (line terminators counted with
+`bytes.count` from where the last count stopped) turns them into line numbers of the
+file: the parse step asks only for a chunk that has dead letters. The counting cursor
+(offset, lines before it) is part of the read position, so a resumed reader continues
+exactly.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Final
 
 from binloop.core.reading import ReadOptions
@@ -41,7 +45,41 @@ from binloop.replay.readers import (
 
 log = logging.getLogger("binloop.replay")
 SCAN_BYTES: Final = 1 << 16  # how far back one read looks for a line's start
-COUNT_BYTES: Final = 1 << 22  # how much one read counts terminators in
+COUNT_BYTES: Final = 1 << 20  # how much one read counts terminators in
+
+
+class LineCounter:
+    """Lines completed before an offset of one file, counted forward from the last
+    offset asked for (the file is opened only for the count)."""
+
+    def __init__(self, name: str, counted_to: int = 0, lines_before: int = 0) -> None:
+        self.name = name
+        self.counted_to = counted_to  # always a line's start
+        self.lines_before = lines_before
+
+    def lines_to(self, offset: int) -> int:
+        """Lines completed before `offset` (a line's start)."""
+        if offset < self.counted_to:  # asked out of order: count again from the start
+            self.counted_to = self.lines_before = 0
+        if offset == self.counted_to:
+            return self.lines_before
+        buffer = bytearray(COUNT_BYTES)  # reused: no fresh pages per read
+        with open(self.name, "rb", buffering=0) as file:
+            while self.counted_to < offset:
+                size = os.preadv(file.fileno(), [buffer], self.counted_to)
+                size = min(size, offset - self.counted_to)
+                if size <= 0:
+                    break  # the file shrank: nothing more to count
+                data = buffer if size == len(buffer) else memoryview(buffer)[:size].tobytes()
+                lines = data.count(b"\n")
+                if b"\r" in data:
+                    lines += data.count(b"\r") - data.count(b"\r\n")
+                    if data.endswith(b"\r") and self.counted_to + size < offset \
+                            and os.pread(file.fileno(), 1, self.counted_to + size) == b"\n":
+                        lines -= 1  # a \r\n cut by this read: its \n is counted next
+                self.counted_to += size
+                self.lines_before += lines
+        return self.lines_before
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,24 +106,25 @@ class SeekingFile:
         self.block_bytes = readers.READ_BYTES
         self.blocks = -(-self.size // self.block_bytes)
         self._max_bytes = options.max_line_bytes
-        # Line terminators in the file before `counted_to` (always a line's start).
-        self.counted_to = counted_to
-        self.lines_before = lines_before
+        self.counter = LineCounter(name, counted_to, lines_before)
 
-    def parts(self, k: int) -> list[BlockPart]:
-        """The parts of block `k` (none for a block that completes no line)."""
+    def parts(self, k: int) -> tuple[list[BlockPart], partial[int]]:
+        """The parts of block `k` (none for a block that completes no line), their line
+        numbers counted from the block's first line; and the count of the lines before
+        it (call it only when a line number is needed)."""
         lo = k * self.block_bytes
         hi = min(self.size, lo + self.block_bytes)
         last = k == self.blocks - 1
         data = self._pread(lo, hi - lo)
         held_cr = lo > 0 and self._pread(lo - 1, 1) == b"\r"
         if not last and not held_cr and b"\n" not in data and b"\r" not in data:
-            return []  # inside a line: the block that ends it hands it out
+            # inside a line: the block that ends it hands it out
+            return [], partial(self.counter.lines_to, self.counter.counted_to)
         start = self._line_start(lo, held_cr)
-        splitter = LineSplitter(self.name, self._max_bytes, self._count_to(start) + 1,
-                                uncut=True)
-        partial = lo - start
-        body = partial - (1 if held_cr else 0)
+        lines_before = partial(self.counter.lines_to, start)
+        splitter = LineSplitter(self.name, self._max_bytes, 1, uncut=True)
+        carried = lo - start
+        body = carried - (1 if held_cr else 0)
         if body > self._max_bytes:  # the sequential splitter is skipping this line
             splitter._skipping = body
             # It kept the first bytes held when the line outgrew max_line_bytes at a
@@ -96,18 +135,18 @@ class SeekingFile:
             splitter._skipped_head = self._pread(start, min(held,
                                                             readers.REJECT_PREFIX_BYTES))
             splitter._skip_cr = held_cr
-        elif partial:
-            splitter._carry = self._pread(start, partial)
+        elif carried:
+            splitter._carry = self._pread(start, carried)
         pieces = splitter.feed(data)
         if last:
             end, torn = splitter.finish()
             if torn and (self._grew() or not _complete_json(torn)):
                 log.warning("%s: line %d (%d bytes) has no line end and is not complete "
                             "yet: left unread (a writer is still at it?)", self.name,
-                            splitter.line - 1, len(torn))
+                            lines_before() + splitter.line - 1, len(torn))
             else:
                 pieces.extend(end)
-        return _as_parts(pieces, self._count_to(start) + 1)
+        return _as_parts(pieces, 1), lines_before
 
     def _line_start(self, lo: int, held_cr: bool) -> int:
         """Where the line in progress at `lo` starts: after the last terminator before
@@ -121,21 +160,6 @@ class SeekingFile:
                 return begin + found + 1
             end = begin
         return 0
-
-    def _count_to(self, offset: int) -> int:
-        """Lines completed before `offset` (a line's start), counted from the cursor."""
-        while self.counted_to < offset:
-            size = min(COUNT_BYTES, offset - self.counted_to)
-            data = self._pread(self.counted_to, size)
-            lines = data.count(b"\n")
-            if b"\r" in data:
-                lines += data.count(b"\r") - data.count(b"\r\n")
-                if data.endswith(b"\r") and self.counted_to + size < offset \
-                        and self._pread(self.counted_to + size, 1) == b"\n":
-                    lines -= 1  # a \r\n cut by this read: its \n is counted next
-            self.counted_to += size
-            self.lines_before += lines
-        return self.lines_before
 
     def _pread(self, offset: int, size: int) -> bytes:
         return os.pread(self._fd, size, offset) if size > 0 else b""
@@ -175,12 +199,21 @@ def _as_parts(pieces: list[_Lines | _Reject], first_line: int) -> list[BlockPart
 
 
 def block_chunk(parts: list[BlockPart], partition: str, seq: int, source: str,
-                input_format: str) -> RawChunk:
+                input_format: str, lines_before: partial[int]) -> RawChunk:
     """One chunk for one block: its first part, the others in `RawChunk.more`."""
     chunks = [RawChunk(partition, seq, source, part.first_line, part.items, 0, input_format,
-                       rejects=part.rejects,
-                       damaged_files=0, block=part.block, ends=part.ends) for part in parts]
+                       rejects=part.rejects, damaged_files=0, block=part.block,
+                       ends=part.ends, lines_before=lines_before) for part in parts]
     if not chunks:
-        return RawChunk(partition, seq, source, 0, [], 0, input_format)
+        return RawChunk(partition, seq, source, 1, [], 0, input_format,
+                        lines_before=lines_before)
     head, *more = chunks
     return replace(head, more=tuple(more)) if more else head
+
+
+def numbered(letter: DeadLetter, lines_before: int) -> DeadLetter:
+    """A dead letter of a chunk whose line numbers count from its block's first line,
+    with its line number in the file."""
+    if not lines_before or not letter.position.isdigit():
+        return letter
+    return replace(letter, position=str(int(letter.position) + lines_before))
