@@ -64,10 +64,16 @@ class ShardChunk:
     # See RawChunk: apply only after partition `waits_for` released its backlog.
     waits_for: str | None = None
     releases: bool = False
+    # The records packed, once: Bytewax pickles an item twice to send it (its length,
+    # then its bytes).
+    _wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled with its records packed by msgspec (`binloop.core.shard_wire`)."""
-        packed = pack_records(self.records)
+        packed = self._wire
+        if packed is None:
+            packed = pack_records(self.records)
+            object.__setattr__(self, "_wire", packed)
         if packed is None:
             return (ShardChunk, (self.partition, self.seq, self.records, self.start_seq,
                                  self.max_ts, self.waits_for, self.releases))
