@@ -36,6 +36,7 @@ from binloop.replay.readers import (
     ReadPosition,
     input_size,
 )
+from binloop.replay.strided import SeekingReader
 
 POSITION_FORMAT: Final = "binloop.read/3"
 # Format 2 had no `base`; its strided readers numbered chunks otherwise (not by block).
@@ -70,7 +71,11 @@ class _FilePartition(StatefulSourcePartition[RawChunk, Any]):
         chunk = self._reader.next_chunk()
         if chunk is None:
             raise StopIteration
-        self._progress.update(self._reader.bytes_done, self._reader.position.line)
+        # A strided reader knows its own lines only: the others' are about as many.
+        readers = self._reader.stride[1]
+        lines = (self._reader.position.line if readers == 1
+                 else self._reader.lines_handed_out * readers)
+        self._progress.update(self._reader.bytes_done, lines)
         return [chunk]
 
     @override
@@ -118,9 +123,12 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, Any]):
         resume = (None if resume_state is None
                   else position_from_plain(resume_state, strided))
         mine = 0 if self._readers == 1 else int(for_part.rpartition("#")[2].split("/")[0])
-        reader = InputReader(self._path, self._batch_size, self._stream, resume,
-                             self._input_format, self._options, whole_blocks=True,
-                             stride=(mine, self._readers))
+        reader = (InputReader(self._path, self._batch_size, self._stream, resume,
+                              self._input_format, self._options, whole_blocks=True)
+                  if not strided else
+                  SeekingReader(self._path, self._batch_size, self._stream, resume,
+                                self._input_format, self._options,
+                                stride=(mine, self._readers)))
         size = input_size(self._path, self._options.follow_symlinks)
         # Every reader goes through all of the input: one progress line is enough.
         return _FilePartition(reader, Progress(size, self._progress and mine == 0))

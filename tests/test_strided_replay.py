@@ -1,8 +1,9 @@
 """Several workers share one replayed input without sending its bytes to each other.
 
-Each worker's source partition reads the whole input and hands out every n-th chunk
-(`InputReader(stride=...)`): the union of what n such readers hand out must be exactly
-what one reader hands out (same chunks, seqs, line numbers, rejects), and a replay
+Each worker's source partition hands out every n-th chunk (`SeekingReader(stride=...)`),
+reading only its own blocks of a plain file: the union of what n such readers hand out
+must be exactly what one reader hands out (the same lines, line numbers and rejects, in
+order; every chunk number once), and a replay
 with several workers or processes (real Bytewax runs) must give the reference engine's
 events, dead letters, late records and counters, also after a crash and a resume.
 """
@@ -23,6 +24,7 @@ from binloop.core.errors import InputError
 from binloop.core.reading import ReadOptions
 from binloop.replay import readers as inputs
 from binloop.replay.readers import InputReader, RawChunk
+from binloop.replay.strided import SeekingReader
 from tests.engine_runs import (
     Outcome,
     by_event_id,
@@ -66,8 +68,8 @@ def _flat(chunks: list[RawChunk]) -> list[tuple[Any, ...]]:
 def _shared(path: str, readers: int, options: ReadOptions) -> list[RawChunk]:
     """The chunks of `readers` strided readers, in chunk order; every seq exactly once."""
     chunks = sorted((c for i in range(readers)
-                     for c in InputReader(path, 4, "p", None, "auto", options,
-                                          whole_blocks=True, stride=(i, readers))),
+                     for c in SeekingReader(path, 4, "p", None, "auto", options,
+                                            stride=(i, readers))),
                     key=lambda chunk: chunk.seq)
     assert [c.seq for c in chunks] == list(range(len(chunks)))  # what shards wait for
     return chunks
@@ -147,13 +149,12 @@ def test_readers_with_a_stride_resume_anywhere_and_still_cut_the_same_chunks(
     path = _telemetry(tmp_path / "in.jsonl", records=3000)
     with mock.patch.object(inputs, "READ_BYTES", 1 << 12):
         for mine in range(3):
-            every = [_as_seen(c) for c in InputReader(str(path), 4, whole_blocks=True,
-                                                        stride=(mine, 3))]
+            every = [_as_seen(c) for c in SeekingReader(str(path), 4, stride=(mine, 3))]
             assert len(every) > 10 and all(seen[1] % 3 == mine for seen in every)
-            reader = InputReader(str(path), 4, whole_blocks=True, stride=(mine, 3))
+            reader = SeekingReader(str(path), 4, stride=(mine, 3))
             for done in range(len(every)):
-                resumed = InputReader(str(path), 4, resume=reader.position, whole_blocks=True,
-                                      stride=(mine, 3))
+                resumed = SeekingReader(str(path), 4, resume=reader.position,
+                                        stride=(mine, 3))
                 assert [_as_seen(c) for c in resumed] == every[done:], done
                 chunk = reader.next_chunk()
                 if done % 2 and chunk is not None and chunk.lines_before is not None:
@@ -162,7 +163,7 @@ def test_readers_with_a_stride_resume_anywhere_and_still_cut_the_same_chunks(
 
 def test_stdin_is_not_shared() -> None:
     with pytest.raises(InputError, match="stdin cannot be shared"):
-        InputReader("-", 4, stride=(0, 2))
+        SeekingReader("-", 4, stride=(0, 2))
 
 
 def _telemetry(path: Path, records: int = 24_000) -> Path:

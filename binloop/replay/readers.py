@@ -59,8 +59,6 @@ from binloop.core.schema import DeadLetter
 if TYPE_CHECKING:  # polars costs a JSONL replay 160 ms of start-up: only for Parquet
     import polars as pl
 
-    from binloop.replay.strided import SeekingFile
-
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 GZ_SUFFIXES = (".jsonl.gz", ".ndjson.gz", ".json.gz")
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -219,9 +217,9 @@ class InputReader:
 
         `stride` (i, n): of the chunks every reader of this input cuts alike, hand out
         only those whose seq is i modulo n, so that n readers share one input without
-        sending its bytes to each other. With `whole_blocks`, a plain file's chunks are
-        its blocks and a reader seeks straight to its own (`binloop.replay.strided`);
-        a .gz file cannot seek: it is read through, the others' chunks read past."""
+        sending its bytes to each other; this reader reads every file through (the
+        others' chunks read past), `binloop.replay.strided.SeekingReader` seeks straight
+        to its own blocks of a plain file."""
         if stride != (0, 1) and path == STDIN:
             raise InputError("stdin cannot be shared by several readers: use one worker")
         self.whole_blocks = whole_blocks
@@ -237,8 +235,8 @@ class InputReader:
         # readers that share an input resume at different chunks: theirs start at 0.
         self.start_seq = self.position.seq if stride[1] == 1 else 0
         self.bytes_done = 0
+        self.lines_handed_out = 0  # since this reader started (for progress)
         self._file: _FileCursor | None = None
-        self._seeking: SeekingFile | None = None
 
     def next_chunk(self) -> RawChunk | None:
         """The next chunk (of this reader's stride), or None at the end of the last file."""
@@ -251,45 +249,18 @@ class InputReader:
                 if chunk is not None and readers > 1 and chunk.seq % readers != mine:
                     continue  # read past: another reader hands it out
             if chunk is not None:
+                self.lines_handed_out += sum(part.count + len(part.rejects)
+                                             for part in (chunk, *chunk.more))
                 return chunk
         return None
 
     def _seeks(self) -> bool:
-        """Whether this reader seeks straight to its own blocks of the current file (a
-        plain file shared by strided readers); a .gz file or Parquet is read through."""
-        return (self.stride[1] > 1 and self.whole_blocks
-                and _kind(self.files[self.position.file_index]) == "jsonl")
+        """Whether this reader seeks straight to its own blocks of the current file
+        (`binloop.replay.strided.SeekingReader`); this one reads every file through."""
+        return False
 
     def _next_block(self) -> RawChunk | None:
-        """This reader's next block of a plain file (`binloop.replay.strided`), or None
-        at the file's end (the position then stands at the next file)."""
-        from binloop.replay.strided import SeekingFile, block_chunk
-
-        position = self.position
-        name = self.files[position.file_index]
-        if self._seeking is None:
-            self._seeking = SeekingFile(name, self.options, position.offset, position.line)
-        # (offset, line) of a seeking reader's position: how far its lines were counted.
-        seeking = self._seeking
-        mine, readers = self.stride
-        block = position.seq - position.base
-        block += (mine - position.base - block) % readers
-        if block >= seeking.blocks:
-            seeking.close()
-            self._seeking = None
-            end = position.base + seeking.blocks
-            self.position = ReadPosition(end, position.file_index + 1, base=end)
-            return None
-        parts, lines_before = seeking.parts(block)
-        seq = position.base + block
-        counter = seeking.counter
-        self.position = ReadPosition(seq + 1, position.file_index, counter.counted_to,
-                                     counter.lines_before, position.base)
-        self.bytes_done = self._done_before() + min(seeking.size,
-                                                    (block + 1) * seeking.block_bytes)
-        first = parts[0].items if parts else []
-        return block_chunk(parts, self.partition, seq, name, self._format_of(name, first),
-                           lines_before)
+        raise NotImplementedError  # only a reader that seeks
 
     def _next_of_file(self) -> RawChunk | None:
         """The next chunk of the current file, or None at its end (the position then
@@ -333,9 +304,6 @@ class InputReader:
         if self._file is not None:
             self._file.close()
             self._file = None
-        if self._seeking is not None:
-            self._seeking.close()
-            self._seeking = None
 
     def __iter__(self) -> Iterator[RawChunk]:
         try:

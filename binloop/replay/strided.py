@@ -31,14 +31,17 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Final
 
-from binloop.core.reading import ReadOptions
+from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import DeadLetter
 from binloop.replay import readers
 from binloop.replay.readers import (
+    InputReader,
     LineSplitter,
     RawChunk,
     RawItem,
+    ReadPosition,
     _complete_json,
+    _kind,
     _Lines,
     _Reject,
 )
@@ -46,6 +49,57 @@ from binloop.replay.readers import (
 log = logging.getLogger("binloop.replay")
 SCAN_BYTES: Final = 1 << 16  # how far back one read looks for a line's start
 COUNT_BYTES: Final = 1 << 20  # how much one read counts terminators in
+
+
+class SeekingReader(InputReader):
+    """An :class:`InputReader` with a `stride` that reads only its own blocks of a plain
+    JSONL file (whole blocks; a .gz file or Parquet is read through as by the base)."""
+
+    def __init__(self, path: str, batch_size: int, partition: str = "input",
+                 resume: ReadPosition | None = None, input_format: str = "auto",
+                 options: ReadOptions = DEFAULT_READ,
+                 stride: tuple[int, int] = (0, 1)) -> None:
+        super().__init__(path, batch_size, partition, resume, input_format, options,
+                         whole_blocks=True, stride=stride)
+        self._seeking: SeekingFile | None = None
+
+    def _seeks(self) -> bool:
+        return _kind(self.files[self.position.file_index]) == "jsonl"
+
+    def _next_block(self) -> RawChunk | None:
+        """This reader's next block of a plain file, or None at the file's end (the
+        position then stands at the next file)."""
+        position = self.position
+        name = self.files[position.file_index]
+        if self._seeking is None:
+            # (offset, line) of this reader's position: how far its lines were counted.
+            self._seeking = SeekingFile(name, self.options, position.offset, position.line)
+        seeking = self._seeking
+        mine, readers_n = self.stride
+        block = position.seq - position.base
+        block += (mine - position.base - block) % readers_n
+        if block >= seeking.blocks:
+            seeking.close()
+            self._seeking = None
+            end = position.base + seeking.blocks
+            self.position = ReadPosition(end, position.file_index + 1, base=end)
+            return None
+        parts, lines_before = seeking.parts(block)
+        seq = position.base + block
+        counter = seeking.counter
+        self.position = ReadPosition(seq + 1, position.file_index, counter.counted_to,
+                                     counter.lines_before, position.base)
+        self.bytes_done = self._done_before() + min(seeking.size,
+                                                    (block + 1) * seeking.block_bytes)
+        first = parts[0].items if parts else []
+        return block_chunk(parts, self.partition, seq, name, self._format_of(name, first),
+                           lines_before)
+
+    def close(self) -> None:
+        super().close()
+        if self._seeking is not None:
+            self._seeking.close()
+            self._seeking = None
 
 
 class LineCounter:
