@@ -1,8 +1,10 @@
 """Replay of telemetry files (JSONL, JSONL.gz, Parquet, a directory of them) and stdin.
 
-With several workers the input is one partition per worker: each reads all of it and
-hands out every n-th chunk (see `TelemetryFileSource`); a file still being appended
-should be replayed with one worker (each reader reads it up to the size it saw).
+With several workers the input is one partition per worker (see `TelemetryFileSource`):
+of a plain JSONL file each reads only its own blocks, seeking straight to them
+(`binloop.replay.strided`); a .gz file (which cannot seek) each reads through, handing
+out every n-th chunk. A file still being appended should be replayed with one worker
+(each reader reads it up to the size it saw).
 
 Delivery guarantee: exactly-once with Bytewax recovery. Each partition's snapshot is
 its read position (file, offset, next chunk seq), so a resumed dataflow re-reads exactly
@@ -10,9 +12,9 @@ what followed the last snapshot (resume with the same number of workers: the par
 are named by it). stdin cannot be re-read:
 it is at-most-once across a restart.
 
-The snapshot is versioned plain data (`{"format": "binloop.read/2", "seq", "file_index",
-"offset", "line"}`), not a pickled class, so that moving a module never breaks a store.
-A chunk of a JSONL file is the lines of one block as the reader reads it (1 MiB,
+The snapshot is versioned plain data (`{"format": "binloop.read/3", "seq", "file_index",
+"offset", "line", "base"}`), not a pickled class, so that moving a module never breaks a
+store. A chunk of a JSONL file is the lines of one block as the reader reads it (1 MiB,
 `binloop.replay.readers.READ_BYTES`; `batch_size` lines for Parquet and stdin), handed
 over as read when it needed no rewriting, which the parse step decodes in one call.
 """
@@ -34,23 +36,29 @@ from binloop.replay.readers import (
     ReadPosition,
     input_size,
 )
+from binloop.replay.strided import SeekingReader
 
-POSITION_FORMAT: Final = "binloop.read/2"
+POSITION_FORMAT: Final = "binloop.read/3"
+# Format 2 had no `base`; its strided readers numbered chunks otherwise (not by block).
+_ONE_READER_FORMAT: Final = "binloop.read/2"
 
 
 def position_to_plain(position: ReadPosition) -> dict[str, Any]:
     return {"format": POSITION_FORMAT, "seq": position.seq, "file_index": position.file_index,
-            "offset": position.offset, "line": position.line}
+            "offset": position.offset, "line": position.line, "base": position.base}
 
 
-def position_from_plain(plain: Any) -> ReadPosition:
-    """A read position from a snapshot (format 2, or a format-1 `ReadPosition`)."""
-    if isinstance(plain, ReadPosition):
+def position_from_plain(plain: Any, strided: bool = False) -> ReadPosition:
+    """A read position from a snapshot (format 3; format 2 or a format-1 `ReadPosition`
+    of a partition that is the only reader of its input)."""
+    if isinstance(plain, ReadPosition) and not strided:
         return plain
-    if not isinstance(plain, dict) or plain.get("format") != POSITION_FORMAT:
+    found = plain.get("format") if isinstance(plain, dict) else None
+    if found != POSITION_FORMAT and (strided or found != _ONE_READER_FORMAT):
         raise ValueError(f"recovery store: file read position {plain!r:.80} is not in format "
                          f"{POSITION_FORMAT!r}; start a new recovery store")
-    return ReadPosition(plain["seq"], plain["file_index"], plain["offset"], plain["line"])
+    return ReadPosition(plain["seq"], plain["file_index"], plain["offset"], plain["line"],
+                        plain.get("base", 0))
 
 
 class _FilePartition(StatefulSourcePartition[RawChunk, Any]):
@@ -63,7 +71,11 @@ class _FilePartition(StatefulSourcePartition[RawChunk, Any]):
         chunk = self._reader.next_chunk()
         if chunk is None:
             raise StopIteration
-        self._progress.update(self._reader.bytes_done, self._reader.position.line)
+        # A strided reader knows its own lines only: the others' are about as many.
+        readers = self._reader.stride[1]
+        lines = (self._reader.position.line if readers == 1
+                 else self._reader.lines_handed_out * readers)
+        self._progress.update(self._reader.bytes_done, lines)
         return [chunk]
 
     @override
@@ -82,9 +94,10 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, Any]):
                  progress: bool = False, input_format: str = "auto",
                  options: ReadOptions = DEFAULT_READ, readers: int = 1) -> None:
         """With `readers` > 1 (one per worker, e.g. workers x processes), the input is
-        `readers` partitions that each read all of it but hand out only every
-        `readers`-th chunk (`InputReader.stride`): the chunks are decoded where they are
-        read, and only the counted records travel to their shards. stdin is always one."""
+        `readers` partitions that each hand out only every `readers`-th chunk
+        (`InputReader.stride`; of a plain file, reading only those blocks): the chunks
+        are decoded where they are read, and only the counted records travel to their
+        shards. stdin is always one."""
         self._path = path
         self._readers = 1 if path == STDIN else max(1, readers)
         self._input_format = input_format
@@ -106,13 +119,18 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, Any]):
     @override
     def build_part(self, step_id: str, for_part: str,
                    resume_state: Any | None) -> _FilePartition:
-        resume = None if resume_state is None else position_from_plain(resume_state)
+        strided = self._readers > 1
+        resume = (None if resume_state is None
+                  else position_from_plain(resume_state, strided))
         mine = 0 if self._readers == 1 else int(for_part.rpartition("#")[2].split("/")[0])
-        reader = InputReader(self._path, self._batch_size, self._stream, resume,
-                             self._input_format, self._options, whole_blocks=True,
-                             stride=(mine, self._readers))
+        reader = (InputReader(self._path, self._batch_size, self._stream, resume,
+                              self._input_format, self._options, whole_blocks=True)
+                  if not strided else
+                  SeekingReader(self._path, self._batch_size, self._stream, resume,
+                                self._input_format, self._options,
+                                stride=(mine, self._readers)))
         size = input_size(self._path, self._options.follow_symlinks)
-        # Every reader reads all of the input: one progress line is enough.
+        # Every reader goes through all of the input: one progress line is enough.
         return _FilePartition(reader, Progress(size, self._progress and mine == 0))
 
     @property

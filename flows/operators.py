@@ -34,9 +34,11 @@ from binloop.core.schema import (
     ToolInvocation,
 )
 from binloop.core.shard_snapshot import dump_shard, load_shard
+from binloop.core.shard_wire import PackedRecords, pack_records
 from binloop.replay.formats import mapper
 from binloop.replay.ingest import parse_counted
 from binloop.replay.readers import RawChunk
+from binloop.replay.strided import numbered
 
 PARTITION_IDLE_S = 30.0
 
@@ -62,6 +64,25 @@ class ShardChunk:
     # See RawChunk: apply only after partition `waits_for` released its backlog.
     waits_for: str | None = None
     releases: bool = False
+    # The records packed, once: Bytewax pickles an item twice to send it (its length,
+    # then its bytes).
+    _wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its records packed by msgspec (`binloop.core.shard_wire`)."""
+        packed = self._wire
+        if packed is None:
+            packed = pack_records(self.records)
+            object.__setattr__(self, "_wire", packed)
+        if packed is None:
+            return (ShardChunk, (self.partition, self.seq, self.records, self.start_seq,
+                                 self.max_ts, self.waits_for, self.releases))
+        return (_unpacked_chunk, (self.partition, self.seq, packed, self.start_seq,
+                                  self.max_ts, self.waits_for, self.releases))
+
+
+def _unpacked_chunk(partition: str, seq: int, packed: bytes, *rest: Any) -> ShardChunk:
+    return ShardChunk(partition, seq, PackedRecords(packed), *rest)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +179,30 @@ def _parse(chunk: RawChunk, parser: BlockParser) -> BlockResult:
                        slow.ts_converted)
 
 
-def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> list[Any]:
+def _parse_all(chunk: RawChunk, parser: BlockParser) -> tuple[BlockResult, int]:
+    """A chunk and its further parts (`RawChunk.more`) parsed as one; and the records
+    read (lines that are not blank, and the reader's rejects)."""
     parsed = _parse(chunk, parser)
+    read = chunk.count - parsed.blank + len(chunk.rejects)
+    for part in chunk.more:
+        more = _parse(part, parser)
+        parsed.counted.extend(more.counted)
+        parsed.dead.extend(more.dead)
+        parsed.valid += more.valid
+        parsed.blank += more.blank
+        parsed.ts_converted += more.ts_converted
+        if more.max_ts is not None:
+            parsed.max_ts = more.max_ts if parsed.max_ts is None else max(parsed.max_ts,
+                                                                          more.max_ts)
+        read += part.count - more.blank + len(part.rejects)
+    if chunk.lines_before is not None and parsed.dead:
+        before = chunk.lines_before()
+        parsed.dead = [numbered(letter, before) for letter in parsed.dead]
+    return parsed, read
+
+
+def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> list[Any]:
+    parsed, read = _parse_all(chunk, parser)
     by_shard: dict[str, list[tuple[Key, Candidate]]] = {str(s): [] for s in range(router.shards)}
     known, route = router.known, router.route
     for cand in parsed.counted:
@@ -169,7 +212,7 @@ def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> l
                                      parsed.max_ts, chunk.waits_for, chunk.releases))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
-    out.append(IngestStats(chunk.count - parsed.blank + len(chunk.rejects), parsed.valid,
+    out.append(IngestStats(read, parsed.valid,
                            len(parsed.dead), parsed.max_ts, chunk.damaged_files,
                            parsed.ts_converted))
     return out
@@ -301,9 +344,11 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
     def _apply(self, records: list[tuple[Key, Candidate]], out: list[Any]) -> None:
         detector, parser = self.state.detector, self._parser
         ignores, observe = detector.ignores, detector.observe
-        for key, cand in records:
-            if ignores(key, cand[3]):  # ts
-                continue
+        # Records from another process are packed: those ignored are never unpacked.
+        kept: Iterable[tuple[Key, Candidate]] = (
+            records.unignored(ignores) if isinstance(records, PackedRecords)
+            else ((key, cand) for key, cand in records if not ignores(key, cand[3])))
+        for _key, cand in kept:
             rec = full_record(cand, parser)
             seen = observe(rec)
             if seen.event is not None:

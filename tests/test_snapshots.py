@@ -169,6 +169,12 @@ def test_read_positions_are_plain_and_old_ones_still_read() -> None:
     assert position_from_plain(pickle.loads(pickle.dumps(position_to_plain(position)))) == \
         position
     assert position_from_plain(position) == position  # format 1
+    two = {"format": "binloop.read/2", "seq": 3, "file_index": 1, "offset": 400, "line": 12}
+    assert position_from_plain(two) == position  # one reader: format 2 means the same
+    with pytest.raises(ValueError, match="start a new recovery store"):
+        position_from_plain(two, strided=True)  # strided readers numbered chunks otherwise
+    strided = ReadPosition(9, 1, 400, 12, base=5)
+    assert position_from_plain(position_to_plain(strided), strided=True) == strided
     nats = NatsPosition(42, 7)
     assert_plain(nats.to_plain())
     assert NatsPosition.from_snapshot(nats.to_plain()) == nats == NatsPosition.from_snapshot(nats)

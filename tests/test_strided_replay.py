@@ -1,8 +1,9 @@
 """Several workers share one replayed input without sending its bytes to each other.
 
-Each worker's source partition reads the whole input and hands out every n-th chunk
-(`InputReader(stride=...)`): the union of what n such readers hand out must be exactly
-what one reader hands out (same chunks, seqs, line numbers, rejects), and a replay
+Each worker's source partition hands out every n-th chunk (`SeekingReader(stride=...)`),
+reading only its own blocks of a plain file: the union of what n such readers hand out
+must be exactly what one reader hands out (the same lines, line numbers and rejects, in
+order; every chunk number once), and a replay
 with several workers or processes (real Bytewax runs) must give the reference engine's
 events, dead letters, late records and counters, also after a crash and a resume.
 """
@@ -23,6 +24,7 @@ from binloop.core.errors import InputError
 from binloop.core.reading import ReadOptions
 from binloop.replay import readers as inputs
 from binloop.replay.readers import InputReader, RawChunk
+from binloop.replay.strided import SeekingReader
 from tests.engine_runs import (
     Outcome,
     by_event_id,
@@ -42,27 +44,102 @@ PIECES = [b'{"session_id": 1, "ts": 1700000000000, "tool": "t", "outcome": "fail
 
 def _as_seen(chunk: RawChunk) -> tuple[Any, ...]:
     return (chunk.partition, chunk.seq, chunk.source, chunk.first_line, chunk.lines(),
-            chunk.rejects, chunk.damaged_files, chunk.block)
+            chunk.rejects, chunk.damaged_files, chunk.block,
+            tuple(_as_seen(part) for part in chunk.more),
+            None if chunk.lines_before is None else chunk.lines_before())
+
+
+def _flat(chunks: list[RawChunk]) -> list[tuple[Any, ...]]:
+    """What chunks hand out, in order: each reject, then each line with its number."""
+    from binloop.replay.strided import numbered
+
+    out: list[tuple[Any, ...]] = []
+    for chunk in chunks:
+        # A seeking reader's numbers count from its block: the lines before, on demand.
+        before = chunk.lines_before() if chunk.lines_before is not None else 0
+        for part in (chunk, *chunk.more):
+            out.extend(("reject", numbered(letter, before)) for letter in part.rejects)
+            out.extend(("line", part.source, before + part.first_line + i, line)
+                       for i, line in enumerate(part.lines()))
+            out.append(("damaged", part.damaged_files)) if part.damaged_files else None
+    return out
+
+
+def _shared(path: str, readers: int, options: ReadOptions) -> list[RawChunk]:
+    """The chunks of `readers` strided readers, in chunk order; every seq exactly once."""
+    chunks = sorted((c for i in range(readers)
+                     for c in SeekingReader(path, 4, "p", None, "auto", options,
+                                            stride=(i, readers))),
+                    key=lambda chunk: chunk.seq)
+    assert [c.seq for c in chunks] == list(range(len(chunks)))  # what shards wait for
+    return chunks
+
+
+def _one_reader(path: str, options: ReadOptions) -> list[RawChunk]:
+    return list(InputReader(path, 4, "p", None, "auto", options, whole_blocks=True))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(files=st.lists(st.lists(st.sampled_from(PIECES), max_size=25), min_size=1, max_size=3),
-       readers=st.integers(2, 4), block_bytes=st.integers(8, 200))
+       readers=st.integers(2, 4), block_bytes=st.integers(8, 200),
+       gzipped=st.lists(st.booleans(), min_size=3, max_size=3))
 def test_readers_with_a_stride_hand_out_exactly_what_one_reader_does(
         tmp_path_factory: pytest.TempPathFactory, files: list[list[bytes]], readers: int,
-        block_bytes: int) -> None:
+        block_bytes: int, gzipped: list[bool]) -> None:
+    """Plain files are read by seeking to one's own blocks, .gz files are read through;
+    in a directory of both the chunk numbers still run on from file to file."""
+    import gzip
+
     folder = tmp_path_factory.mktemp("strided")
     for index, lines in enumerate(files):
-        (folder / f"{index}.jsonl").write_bytes(b"\n".join(lines))
+        data = b"\n".join(lines)
+        if gzipped[index]:
+            (folder / f"{index}.jsonl.gz").write_bytes(gzip.compress(data))
+        else:
+            (folder / f"{index}.jsonl").write_bytes(data)
     options = ReadOptions(max_line_bytes=32)  # some lines are rejects read past
     with mock.patch.object(inputs, "READ_BYTES", block_bytes):
-        whole = [_as_seen(c) for c in InputReader(str(folder), 4, "p", None, "auto", options,
-                                                  whole_blocks=True)]
-        shared = sorted((_as_seen(c) for i in range(readers)
-                         for c in InputReader(str(folder), 4, "p", None, "auto", options,
-                                              whole_blocks=True, stride=(i, readers))),
-                        key=lambda seen: seen[1])
-    assert shared == whole
+        assert _flat(_shared(str(folder), readers, options)) == _flat(
+            _one_reader(str(folder), options))
+
+
+LINE_BODIES = st.one_of(st.binary(max_size=12).map(lambda b: b.replace(b"\r", b"").replace(
+    b"\n", b"")), st.sampled_from([b"", b"\xef\xbb\xbf", b"\xef\xbb\xbf{}", b"{}", b"x" * 70,
+                                   b"y" * 300, b'{"tool": 5}']))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(lines=st.lists(st.tuples(LINE_BODIES, st.sampled_from([b"\n", b"\r\n", b"\r"])),
+                      max_size=40),
+       last=LINE_BODIES, readers=st.integers(1, 4), block_bytes=st.integers(1, 120),
+       max_line=st.sampled_from([8, 40, 1000]))
+def test_seeking_readers_give_the_lines_and_line_numbers_of_one_reader(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[tuple[bytes, bytes]],
+        last: bytes, readers: int, block_bytes: int, max_line: int) -> None:
+    """Random line lengths (some longer than a block, some longer than max_line_bytes)
+    and terminators (\\n, \\r\\n, lone \\r, a \\r as a block's last byte), BOMs,
+    an unterminated last line: the union of n seeking readers is the one reader's
+    lines, rejects and line numbers, in order."""
+    path = tmp_path_factory.mktemp("seeking") / "in.jsonl"
+    path.write_bytes(b"".join(body + end for body, end in lines) + last)
+    options = ReadOptions(max_line_bytes=max_line)
+    with mock.patch.object(inputs, "READ_BYTES", block_bytes):
+        expected = _flat(_one_reader(str(path), options))
+        got = _flat(_shared(str(path), readers, options)) if readers > 1 else _flat(
+            _seeking_alone(str(path), options))
+    assert got == expected
+
+
+def _seeking_alone(path: str, options: ReadOptions) -> list[RawChunk]:
+    """One reader that seeks block by block (n = 1: `InputReader` reads through then)."""
+    from binloop.replay.strided import SeekingFile, block_chunk
+
+    seeking = SeekingFile(path, options)
+    try:
+        return [block_chunk(*seeking.parts(k)[:1], "p", k, path, "binloop",
+                            seeking.parts(k)[1]) for k in range(seeking.blocks)]
+    finally:
+        seeking.close()
 
 
 def test_readers_with_a_stride_resume_anywhere_and_still_cut_the_same_chunks(
@@ -72,20 +149,21 @@ def test_readers_with_a_stride_resume_anywhere_and_still_cut_the_same_chunks(
     path = _telemetry(tmp_path / "in.jsonl", records=3000)
     with mock.patch.object(inputs, "READ_BYTES", 1 << 12):
         for mine in range(3):
-            every = [_as_seen(c) for c in InputReader(str(path), 4, whole_blocks=True,
-                                                        stride=(mine, 3))]
+            every = [_as_seen(c) for c in SeekingReader(str(path), 4, stride=(mine, 3))]
             assert len(every) > 10 and all(seen[1] % 3 == mine for seen in every)
-            reader = InputReader(str(path), 4, whole_blocks=True, stride=(mine, 3))
+            reader = SeekingReader(str(path), 4, stride=(mine, 3))
             for done in range(len(every)):
-                resumed = InputReader(str(path), 4, resume=reader.position, whole_blocks=True,
-                                      stride=(mine, 3))
+                resumed = SeekingReader(str(path), 4, resume=reader.position,
+                                        stride=(mine, 3))
                 assert [_as_seen(c) for c in resumed] == every[done:], done
-                reader.next_chunk()
+                chunk = reader.next_chunk()
+                if done % 2 and chunk is not None and chunk.lines_before is not None:
+                    chunk.lines_before()  # counted this far (as for a dead letter): resumed
 
 
 def test_stdin_is_not_shared() -> None:
     with pytest.raises(InputError, match="stdin cannot be shared"):
-        InputReader("-", 4, stride=(0, 2))
+        SeekingReader("-", 4, stride=(0, 2))
 
 
 def _telemetry(path: Path, records: int = 24_000) -> Path:

@@ -108,10 +108,17 @@ class RawChunk:
     # A block not cut into lines: `items` is empty and these are the offsets in `block`
     # of the newlines between its lines (numpy int64; `lines()` cuts it when asked).
     ends: Any = None
+    # A strided reader's block whose reject follows some of its lines: the block's
+    # further parts (same seq), each its rejects before its lines (binloop.replay.strided).
+    more: tuple[RawChunk, ...] = ()
+    # Set by a strided reader: `first_line` and the rejects' positions count from the
+    # block's first line, and this counts the file's lines before it (on demand: the
+    # parse step asks only when a dead letter needs its line number).
+    lines_before: Callable[[], int] | None = None
 
     @property
     def count(self) -> int:
-        """How many lines (or rows) the chunk holds."""
+        """How many lines (or rows) the chunk holds (not those of `more`)."""
         return len(self.items) if self.ends is None else len(self.ends) + 1
 
     def lines(self) -> list[RawItem]:
@@ -129,6 +136,9 @@ class ReadPosition:
     file_index: int = 0
     offset: int = 0
     line: int = 0
+    # The seq of the file's first chunk (strided readers number a plain file's chunks by
+    # block: `base + k`; their offset and line are then how far lines were counted).
+    base: int = 0
 
 
 def list_input_files(path: str, follow_symlinks: bool = False) -> list[str]:
@@ -206,9 +216,10 @@ class InputReader:
         of a JSONL file is the lines of one block read instead (see the module).
 
         `stride` (i, n): of the chunks every reader of this input cuts alike, hand out
-        only those whose seq is i modulo n (the others are read past: their lines are
-        counted, not decoded), so that n readers share one input without sending its
-        bytes to each other."""
+        only those whose seq is i modulo n, so that n readers share one input without
+        sending its bytes to each other; this reader reads every file through (the
+        others' chunks read past), `binloop.replay.strided.SeekingReader` seeks straight
+        to its own blocks of a plain file."""
         if stride != (0, 1) and path == STDIN:
             raise InputError("stdin cannot be shared by several readers: use one worker")
         self.whole_blocks = whole_blocks
@@ -224,34 +235,54 @@ class InputReader:
         # readers that share an input resume at different chunks: theirs start at 0.
         self.start_seq = self.position.seq if stride[1] == 1 else 0
         self.bytes_done = 0
+        self.lines_handed_out = 0  # since this reader started (for progress)
         self._file: _FileCursor | None = None
 
     def next_chunk(self) -> RawChunk | None:
         """The next chunk (of this reader's stride), or None at the end of the last file."""
         mine, readers = self.stride
-        while (chunk := self._next_any()) is not None:
-            if readers == 1 or chunk.seq % readers == mine:
+        while self.position.file_index < len(self.files):
+            if self._seeks():
+                chunk = self._next_block()
+            else:
+                chunk = self._next_of_file()
+                if chunk is not None and readers > 1 and chunk.seq % readers != mine:
+                    continue  # read past: another reader hands it out
+            if chunk is not None:
+                self.lines_handed_out += sum(part.count + len(part.rejects)
+                                             for part in (chunk, *chunk.more))
                 return chunk
         return None
 
-    def _next_any(self) -> RawChunk | None:
-        while self.position.file_index < len(self.files):
-            cursor = self._cursor()
-            first_line = self.position.line + 1
-            got = cursor.read(self.batch_size)
-            if got.count or got.rejects:
-                lines = got.count + got.rejected_lines
-                self.position = ReadPosition(self.position.seq + 1, self.position.file_index,
-                                             cursor.offset, self.position.line + lines)
-                self.bytes_done = self._done_before() + cursor.bytes_read()
-                return RawChunk(self.partition, self.position.seq - 1, cursor.name,
-                                first_line + got.rejected_lines, got.items, self.start_seq,
-                                self._format_of(cursor.name, got.items),
-                                rejects=tuple(got.rejects), damaged_files=got.damaged,
-                                block=got.block, ends=got.ends)
-            cursor.close()
-            self._file = None
-            self.position = ReadPosition(self.position.seq, self.position.file_index + 1)
+    def _seeks(self) -> bool:
+        """Whether this reader seeks straight to its own blocks of the current file
+        (`binloop.replay.strided.SeekingReader`); this one reads every file through."""
+        return False
+
+    def _next_block(self) -> RawChunk | None:
+        raise NotImplementedError  # only a reader that seeks
+
+    def _next_of_file(self) -> RawChunk | None:
+        """The next chunk of the current file, or None at its end (the position then
+        stands at the next file)."""
+        cursor = self._cursor()
+        first_line = self.position.line + 1
+        got = cursor.read(self.batch_size)
+        if got.count or got.rejects:
+            lines = got.count + got.rejected_lines
+            self.position = ReadPosition(self.position.seq + 1, self.position.file_index,
+                                         cursor.offset, self.position.line + lines,
+                                         self.position.base)
+            self.bytes_done = self._done_before() + cursor.bytes_read()
+            return RawChunk(self.partition, self.position.seq - 1, cursor.name,
+                            first_line + got.rejected_lines, got.items, self.start_seq,
+                            self._format_of(cursor.name, got.items),
+                            rejects=tuple(got.rejects), damaged_files=got.damaged,
+                            block=got.block, ends=got.ends)
+        cursor.close()
+        self._file = None
+        seq = self.position.seq
+        self.position = ReadPosition(seq, self.position.file_index + 1, base=seq)
         return None
 
     def _format_of(self, name: str, items: list[RawItem]) -> str:
@@ -616,7 +647,9 @@ class LineSplitter:
         if not len(newlines):
             return (None, text) if len(text) <= self.max_bytes else None
         last = int(newlines[-1])
-        if last > self.max_bytes or len(text) - last - 1 > self.max_bytes:
+        if len(text) - last - 1 > self.max_bytes:
+            return None  # the partial last line outgrew: skipped from here, as when cut
+        if last > self.max_bytes:
             widths = np.diff(newlines, prepend=-1) - 1
             if int(widths.max()) > self.max_bytes:
                 return None
