@@ -163,3 +163,22 @@ def test_the_needle_index_agrees_on_the_redaction_corpus() -> None:
             assert (redactor._apply(text, code), redactor.count) == _every_rule(text, code)
             masked += redactor.count
     assert masked > 0  # the corpus's secrets were found, so the comparison was not vacuous
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(("pass", "wd", "word", "p", "a", "uth", "key", "se", "cret",
+                                 "s", "x", "0", "token", "cookie", "cred", "api", "ssion",
+                                 "in", "otp", "ot", "bearer", "dsn", "jw")), max_size=10))
+def test_the_secret_word_trie_finds_what_the_alternation_finds(parts: list[str]) -> None:
+    import re
+
+    from binloop.core.redact import _trie_pattern
+
+    words = {"pass", "passwd", "password", "pin", "secret", "secretkey", "secrets", "auth",
+             "authkey", "authorization", "token", "cookie", "cookies", "otp", "jwt", "dsn"}
+    text = "".join(parts)
+    plain = re.compile("|".join(map(re.escape, sorted(words))))
+    trie = re.compile(_trie_pattern(words))
+    assert (plain.search(text) is None) == (trie.search(text) is None)
+    assert all(trie.fullmatch(word) for word in words)
+    assert not trie.fullmatch(text) or text in words

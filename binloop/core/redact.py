@@ -146,7 +146,30 @@ def _secret_in_squashed(keys: dict[str, Any]) -> re.Pattern[str] | None:
     if keys["word_pattern"] != _ALNUM_WORDS:
         return None
     found = set(keys["secret_words"]) | {a + b for a, b in keys["secret_phrases"]}
-    return re.compile("|".join(map(re.escape, sorted(found))))
+    return re.compile(_trie_pattern(found))
+
+
+def _trie_pattern(words: set[str]) -> str:
+    """A pattern matching exactly the words, written as a trie (`pass|passwd` ->
+    `pass(?:wd)?`): at each position of a text the regex engine then tries the words
+    sharing its first letter, not every word (an alternation of 40 words was the cost
+    of the prefilter)."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def branches(node: dict[str, Any]) -> str:
+        parts = [re.escape(char) + branches(child) for char, child in sorted(node.items())
+                 if char]
+        if not parts:
+            return ""
+        inner = parts[0] if len(parts) == 1 and "" not in node else f"(?:{'|'.join(parts)})"
+        return inner + "?" if "" in node else inner
+
+    return branches(trie)
 
 
 def may_name_a_secret(text: str) -> bool:
