@@ -232,9 +232,9 @@ def span_record(span: Span, attrs: Attributes, tool: str) -> tuple[dict[str, Any
     if start and end >= start:
         rec["duration_ms"] = (end - start) // 1_000_000
     agent_id, agent_name = get("gen_ai.agent.id"), get("gen_ai.agent.name")
-    if agent_id is not None or agent_name is not None:
-        if agent := _text(agent_id) or _text(agent_name):
-            rec["agent_id"] = agent[:STRING_FIELD_MAX_CHARS]
+    if (agent_id is not None or agent_name is not None) and (
+            agent := _text(agent_id) or _text(agent_name)):
+        rec["agent_id"] = agent[:STRING_FIELD_MAX_CHARS]
     if failed:  # the message is read only for a failure (each read builds an object)
         message = status.message or (exception[1] if exception is not None else "")
         if error := _error_text(error_type, message):
