@@ -97,6 +97,21 @@ class JsonlSink:
             os.close(self._fd)
 
 
+def envelopes(records: list[dict[str, Any]], prefix: str, size: int) -> list[Message]:
+    """The records as batch envelopes of up to `size` records of one tool each (a tool's
+    records in their order), as `binloop.nats.publish.envelope_message` builds them."""
+    by_tool: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        by_tool.setdefault(rec["tool"], []).append(rec)
+    out = []
+    for tool, recs in by_tool.items():
+        for start in range(0, len(recs), size):
+            part = recs[start:start + size]
+            out.append(jsonl_envelope(jsonl(part), part[0]["session_id"], tool,
+                                      [r["id"] for r in part], prefix))
+    return out
+
+
 @dataclass(frozen=True)
 class NatsTarget:
     """How to reach the telemetry stream (built by the CLI from binloop's settings)."""
@@ -129,17 +144,7 @@ class NatsSink:
             raise SinkUnavailable("the NATS server did not answer in time", 2) from None
 
     def messages(self, records: list[dict[str, Any]]) -> list[Message]:
-        by_tool: dict[str, list[dict[str, Any]]] = {}
-        for rec in records:
-            by_tool.setdefault(rec["tool"], []).append(rec)
-        size = self.target.envelope
-        out = []
-        for tool, recs in by_tool.items():
-            for start in range(0, len(recs), size):
-                part = recs[start:start + size]
-                out.append(jsonl_envelope(jsonl(part), part[0]["session_id"], tool,
-                                          [r["id"] for r in part], self.target.subject_prefix))
-        return out
+        return envelopes(records, self.target.subject_prefix, self.target.envelope)
 
     def write(self, records: list[dict[str, Any]]) -> None:
         if not records:
