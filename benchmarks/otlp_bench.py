@@ -161,6 +161,7 @@ def stage_costs(requests: int, seed: int) -> dict[str, float]:
     def cold() -> None:  # the receiver's caches and the redactor's own
         redacting._error.cache_clear()
         redacting._args_json.cache_clear()
+        redacting._args_text.cache_clear()
         redact._evidence_text.cache_clear()
 
     decode_us, decoded = cpu(lambda: [decode_protobuf(b) for b in bodies])
@@ -171,9 +172,9 @@ def stage_costs(requests: int, seed: int) -> dict[str, float]:
     warm_us, _ = cpu(lambda: [map_request(r, RecordParser(), redact=redacting.redact_record)
                               for r in decoded])
 
-    def uncached(rec: dict[str, Any]) -> int:  # as if every text were new
+    def uncached(rec: dict[str, Any], args_text: str | None) -> int:  # every text new
         cold()
-        return redacting.redact_record(rec)
+        return redacting.redact_record(rec, args_text)
 
     uncached_us, _ = cpu(lambda: [map_request(r, RecordParser(), redact=uncached)
                                   for r in decoded])

@@ -427,6 +427,28 @@ def test_detect_reads_collector_files(tmp_path: Path, engine: str) -> None:
     assert runs["auto"] == runs["otlp-json"] and len(runs["auto"]) == 2
 
 
+def test_the_nats_sinks_envelopes_are_what_the_publisher_builds() -> None:
+    """The sink's envelopes (lines joined as they are encoded) are byte for byte the
+    publisher's `envelope_message` of the records' lines: payload, subject, Nats-Msg-Id."""
+    from binloop.nats.publish import envelope_message
+    from binloop.receiver.sinks import envelopes, jsonl, record_line
+
+    records = map_request(proto_request(agent_spans(failures=5))).records
+    assert len({r["tool"] for r in records}) == 4
+    assert jsonl(records) == b"".join(record_line(r) + b"\n" for r in records)
+    for size in (1, 2, 512):
+        expected = []
+        for tool in dict.fromkeys(r["tool"] for r in records):
+            mine = [r for r in records if r["tool"] == tool]
+            for start in range(0, len(mine), size):
+                part = mine[start:start + size]
+                expected.append(envelope_message([record_line(r) for r in part],
+                                                 part[0]["session_id"], tool,
+                                                 [r["id"] for r in part], "tel"))
+        assert envelopes(records, "tel", size) == expected
+        assert sum(m.records for m in expected) == len(records)
+
+
 def test_receiver_to_nats_and_the_job_fires(nats_server: NatsServer, tmp_path: Path) -> None:
     proc, url = start_receiver(tmp_path, "--nats", nats_server.url, "--partitions", "4")
     spans = agent_spans()

@@ -101,3 +101,84 @@ def test_the_prefilter_sees_secret_words_across_separators_and_case() -> None:
     assert may_name_a_secret("x-Api-KEY=1") and may_name_a_secret("CLIENT_secret: y")
     assert may_name_a_secret("--pass w") and not may_name_a_secret("TimeoutError: read 5 s")
     assert Redactor().text("x-Api-KEY=abc123") == f"x-Api-KEY={MASK}"
+
+
+def _every_rule(text: str, code: bool) -> tuple[str, int]:
+    """The text rules without the needle index: every rule in order, each skipped only
+    when none of its needles is in the original text (what the index must agree with)."""
+    from binloop.core.redact import may_name_a_secret, rules
+
+    ruleset, redactor = rules(), Redactor()
+    present = {n for n in ruleset.needles if n in text}
+    folded = {n for n in ruleset.folded_needles if n in text.lower()}
+    for rule in ruleset.text:
+        if code and not rule.in_code:
+            continue
+        if rule.needles and rule.needles.isdisjoint(folded if rule.folded else present):
+            continue
+        if rule.key_group is not None and not may_name_a_secret(text):
+            continue
+        text = redactor._apply_rule(rule, text)
+    return text, redactor.count
+
+
+_NEEDLE_FRAGMENTS = (*_FRAGMENTS, "sk-", "sk-ant-", "ghp_", "xoxb-", "AKIA", "eyJ", "AIza",
+                     "://", "user:pw@", "-----BEGIN PRIVATE KEY-----", "hf_", "glpat-",
+                     "cookie", "password is ", "AccountKey=", "shp", "0123456789abcdefABCDEF",
+                     "npm_", "SG.", "key-", ":AA")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_NEEDLE_FRAGMENTS), min_size=1, max_size=16),
+       st.booleans())
+def test_the_needle_index_visits_the_rules_every_rule_would(parts: list[str],
+                                                            code: bool) -> None:
+    text = "".join(parts)
+    redactor = Redactor()
+    assert (redactor._apply(text, code), redactor.count) == _every_rule(text, code)
+
+
+def test_the_needle_index_agrees_on_the_redaction_corpus() -> None:
+    from tests.redaction_corpus import corpus
+
+    texts: list[str] = []
+
+    def strings(value: object) -> None:
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                texts.append(str(key))
+                strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                strings(item)
+
+    strings(corpus())
+    assert len(texts) > 100
+    masked = 0
+    for text in texts + [a + " " + b for a, b in zip(texts, reversed(texts), strict=True)]:
+        for code in (False, True):
+            redactor = Redactor()
+            assert (redactor._apply(text, code), redactor.count) == _every_rule(text, code)
+            masked += redactor.count
+    assert masked > 0  # the corpus's secrets were found, so the comparison was not vacuous
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(("pass", "wd", "word", "p", "a", "uth", "key", "se", "cret",
+                                 "s", "x", "0", "token", "cookie", "cred", "api", "ssion",
+                                 "in", "otp", "ot", "bearer", "dsn", "jw")), max_size=10))
+def test_the_secret_word_trie_finds_what_the_alternation_finds(parts: list[str]) -> None:
+    import re
+
+    from binloop.core.redact import _trie_pattern
+
+    words = {"pass", "passwd", "password", "pin", "secret", "secretkey", "secrets", "auth",
+             "authkey", "authorization", "token", "cookie", "cookies", "otp", "jwt", "dsn"}
+    text = "".join(parts)
+    plain = re.compile("|".join(map(re.escape, sorted(words))))
+    trie = re.compile(_trie_pattern(words))
+    assert (plain.search(text) is None) == (trie.search(text) is None)
+    assert all(trie.fullmatch(word) for word in words)
+    assert not trie.fullmatch(text) or text in words

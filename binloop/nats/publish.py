@@ -72,9 +72,16 @@ def envelope_message(lines: list[bytes], session: str | int, tool: str, ids: lis
                      prefix: str = default("subject_prefix")) -> Message:
     """Records of one tool as one `Binloop-Batch: jsonl` message; its Nats-Msg-Id is a
     hash of the records' ids, so the same batch published twice is stored once."""
+    return jsonl_envelope(b"\n".join(lines) + b"\n", session, tool, ids, prefix)
+
+
+def jsonl_envelope(payload: bytes, session: str | int, tool: str, ids: list[str],
+                   prefix: str = default("subject_prefix")) -> Message:
+    """:func:`envelope_message` of lines already joined: `payload` is one line a record
+    (each ending in a newline), `ids` the records' ids in the same order."""
     digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()
-    return Message(telemetry_subject(prefix, session, tool), b"\n".join(lines) + b"\n",
-                   {MSG_ID_HEADER: digest, BATCH_HEADER: BATCH_JSONL}, len(lines))
+    return Message(telemetry_subject(prefix, session, tool), payload,
+                   {MSG_ID_HEADER: digest, BATCH_HEADER: BATCH_JSONL}, len(ids))
 
 
 @dataclass
