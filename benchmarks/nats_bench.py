@@ -178,7 +178,7 @@ async def _raw_pull_drain(url: str, stream: str, prefix: str, partitions: int,
         count = 0
         while count < expected:
             for consumer in consumers:
-                got = len((await consumer.poll(4096, 0.0)).items)
+                got = (await consumer.poll(4096, 0.0)).records
                 if got:
                     clock.start()
                     count += got
@@ -202,7 +202,7 @@ def _raw_wire_drain(url: str, stream: str, prefix: str, partitions: int,
         while count < expected:
             polled = 0
             for consumer in consumers:
-                polled += len(consumer.poll(4096).items)
+                polled += consumer.poll(4096).records
             if polled:
                 clock.start()
                 count += polled
