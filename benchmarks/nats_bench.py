@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,7 +54,9 @@ from binloop.nats.subjects import partition_prefix
 from binloop.nats.wire import WireConnection
 from binloop.nats.wire_consumer import WireOrderedConsumer
 
-GOALS = {"b_over_a": 0.9, "c_records_per_s": 500_000, "latency_p99_ms": 100.0}
+# Issue 12: (b) >= 1.0x the raw ceiling; (c) >= 500k records per second of the whole
+# 2-process command; p99 <= 50 ms at 10k records/s.
+GOALS = {"b_over_a": 1.0, "c_records_per_s": 500_000, "latency_p99_ms": 50.0}
 
 
 @dataclass
@@ -178,7 +181,7 @@ async def _raw_pull_drain(url: str, stream: str, prefix: str, partitions: int,
         count = 0
         while count < expected:
             for consumer in consumers:
-                got = len((await consumer.poll(4096, 0.0)).items)
+                got = (await consumer.poll(4096, 0.0)).records
                 if got:
                     clock.start()
                     count += got
@@ -202,7 +205,7 @@ def _raw_wire_drain(url: str, stream: str, prefix: str, partitions: int,
         while count < expected:
             polled = 0
             for consumer in consumers:
-                polled += len(consumer.poll(4096).items)
+                polled += consumer.poll(4096).records
             if polled:
                 clock.start()
                 count += polled
@@ -253,30 +256,49 @@ def run_job_in_process(config: Config, expected: int) -> dict[str, float]:
     return rates
 
 
-def run_job_processes(url: str, config: Config, expected: int, out: Path) -> dict[str, Any]:
-    """`binloop run --processes N` until idle: records/s from the difference of its wall
-    time and that of the same command on an empty stream (start-up, idle wait, stop).
-    Coarser than the in-process figures (a few tenths of a second either way)."""
-    def wall(conf: Config, name: str) -> tuple[float, RunSummary]:
+def run_job_processes(url: str, config: Config, expected: int, out: Path,
+                      server: ServerCpu | None = None) -> dict[str, Any]:
+    """`binloop run --processes N` until idle, start to exit (start-up and the idle wait
+    included): records/s of that whole command, per CPU second of all its processes and
+    of the server; and, coarser, from the difference of its wall time and that of the
+    same command on an empty stream."""
+    server = server or ServerCpu(None)
+
+    def wall(conf: Config, name: str) -> tuple[float, float, float, RunSummary]:
         summary_path = out / f"{name}.summary.json"
         env = {**os.environ, **conf.to_env(), "BINLOOP_SUMMARY_OUT": str(summary_path)}
+        before, server_before = _children_cpu(), server.seconds()
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "binloop.cli", "run"], env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         elapsed = time.perf_counter() - started
+        cpu, server_cpu = _children_cpu() - before, server.seconds() - server_before
         if not summary_path.exists():  # no counters flowed (the empty stream)
-            return elapsed, RunSummary()
-        return elapsed, RunSummary.from_json(orjson.loads(summary_path.read_bytes()))
+            return elapsed, cpu, server_cpu, RunSummary()
+        summary = RunSummary.from_json(orjson.loads(summary_path.read_bytes()))
+        return elapsed, cpu, server_cpu, summary
 
     asyncio.run(_prefill(url, "BENCH_EMPTY", "bempty", config.partitions, []))
     empty = config.replace(stream="BENCH_EMPTY", subject_prefix="bempty")
-    overhead, _ = wall(empty, "empty")
-    full, summary = wall(config, "full")
+    overhead, overhead_cpu, _, _ = wall(empty, "empty")
+    full, cpu, server_cpu, summary = wall(config, "full")
     if summary.records_read != expected:
         raise RuntimeError(f"the job read {summary.records_read} of {expected} records")
-    return {"records": expected, "processes": config.processes, "wall_s": full,
-            "overhead_s": overhead, "records_per_s": expected / max(full - overhead, 1e-9),
-            "whole_records_per_s": expected / full}
+    result = {"records": expected, "processes": config.processes, "wall_s": full,
+              "cpu_s": cpu, "overhead_s": overhead, "overhead_cpu_s": overhead_cpu,
+              "records_per_s": expected / max(full - overhead, 1e-9),
+              "whole_records_per_s": expected / full,
+              "records_per_cpu_s": expected / max(cpu, 1e-9)}
+    if server.pid is not None:
+        result["server_cpu_s"] = server_cpu
+        result["records_per_server_cpu_s"] = expected / max(server_cpu, 1e-9)
+    return result
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (the job's processes)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # -- latency ----------------------------------------------------------------------------
@@ -476,7 +498,7 @@ def _measure_all(url: str, args: BenchArgs, server: ServerCpu) -> dict[str, Any]
             n))
     results["b_2_processes"] = run_job_processes(
         url, _job_config(url, "BENCH_SINGLE", "bsingle", args.out, processes="2",
-                         partitions=str(args.partitions)), len(lines), args.out)
+                         partitions=str(args.partitions)), len(lines), args.out, server)
     del lines
     batch_lines = synthetic(args.batch_records, seed=2)
     results["publish_batch_records_per_s"] = asyncio.run(_prefill(
@@ -489,7 +511,7 @@ def _measure_all(url: str, args: BenchArgs, server: ServerCpu) -> dict[str, Any]
             _job_config(url, "BENCH_BATCH", "bbatch", args.out), batch_n), batch_n))
     results["c_2_processes"] = run_job_processes(
         url, _job_config(url, "BENCH_BATCH", "bbatch", args.out, processes="2",
-                         partitions=str(args.partitions)), batch_n, args.out)
+                         partitions=str(args.partitions)), batch_n, args.out, server)
     results["runs"] = runs
     for name, measured in runs.items():
         results[name] = _median(measured)
@@ -508,8 +530,7 @@ def _measure_all(url: str, args: BenchArgs, server: ServerCpu) -> dict[str, Any]
     results["goals"] = GOALS
     results["met"] = {
         "b_over_a": results["b_over_a"] >= GOALS["b_over_a"],
-        "c_records_per_s": max(results["c"]["records_per_s"],
-                               results["c_2_processes"]["records_per_s"])
+        "c_records_per_s": results["c_2_processes"]["whole_records_per_s"]
         >= GOALS["c_records_per_s"],
         "latency_p99_ms": results["latency"]["p99_ms"] <= GOALS["latency_p99_ms"]}
     return results
@@ -546,10 +567,13 @@ def render(results: dict[str, Any]) -> str:
         f"| (b, nats-py) / (a) | {results['b_nats_py_over_a']:.2f} | | | |",
         f"| (b) 2 processes (wall time less an empty run's) | "
         f"{results['b_2_processes']['records_per_s']:,.0f} | | | |",
-        f"| (c) live job, envelopes of {results['batch']}, 1 worker | {rate('c')} | "
-        f">= {GOALS['c_records_per_s']:,} |",
+        f"| (c) live job, envelopes of {results['batch']}, 1 worker (first to last record) | "
+        f"{rate('c')} | |",
         f"| (c) 2 processes, whole command incl. start-up and idle wait | "
-        f"{two['whole_records_per_s']:,.0f} | | | |",
+        f"{two['whole_records_per_s']:,.0f} | {two['records_per_cpu_s']:,.0f} | "
+        + (f"{two['server_cpu_s'] * 100_000 / two['records']:.2f}"
+           if "server_cpu_s" in two else "")
+        + f" | >= {GOALS['c_records_per_s']:,} |",
         f"| (c) 2 processes (wall time less an empty run's) | {two['records_per_s']:,.0f} | "
         "| | |",
         f"| publish (acked), 1 record/message | {results['publish_single_records_per_s']:,.0f}"

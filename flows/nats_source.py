@@ -4,6 +4,9 @@ The stream is partitioned by the server (see `binloop.nats.jetstream`): partitio
 the subject filter `telemetry_p.<p>.>` (partition 0 also reads anything stored
 unpartitioned). Each Bytewax partition reads one stream partition through an ordered
 pull consumer with bounded requests in flight, and numbers its chunks 0, 1, 2, ...
+A chunk is the records of consecutive messages as one block of lines, not cut into
+lines (`RawChunk.ends`), as the file reader hands its blocks: the parse step decodes
+it in one call, and only a block that holds a bad line is cut and read line by line.
 The consumer is :class:`binloop.nats.wire_consumer.WireOrderedConsumer` on binloop's own
 lean client of the NATS protocol (`binloop.nats.wire`, one connection per worker
 thread), or :class:`binloop.nats.consumer.OrderedConsumer` on nats-py (`client =
@@ -44,6 +47,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from nats.js import JetStreamContext
 from typing_extensions import override
@@ -130,6 +134,26 @@ class _Consumer(Protocol):
     def active(self) -> bool: ...
 
 
+def _pull_settings(settings: NatsSourceSettings) -> PullSettings:
+    # Records come as runs of whole lines: a chunk is one block for the parse step,
+    # decoded in one call, with no Python object per record on the way.
+    return PullSettings(heartbeat_s=settings.heartbeat_s, runs=True)
+
+
+def delivery_chunk(delivery: Delivery, partition: str, seq: int, start_seq: int,
+                   waits_for: str | None = None, releases: bool = False) -> RawChunk:
+    """The records of `delivery` as a chunk: a block not cut into lines (the offsets
+    of its newlines found by numpy), or its lines when the delivery had to cut them."""
+    source = f"nats:{partition}@{delivery.first_seq}-{delivery.last_seq}"
+    if delivery.runs and not delivery.items:
+        block = delivery.block()
+        ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 0x0A)
+        return RawChunk(partition, seq, source, 1, [], start_seq, waits_for=waits_for,
+                        releases=releases, block=block, ends=ends)
+    return RawChunk(partition, seq, source, 1, list(delivery.items), start_seq,
+                    waits_for=waits_for, releases=releases)
+
+
 class _Reader(ABC):
     """A stream partition read in order after a position (the contract of
     `binloop.nats.consumer.OrderedConsumer`), on one of the two clients."""
@@ -158,7 +182,7 @@ class _WireReader(_Reader):
         self._settings = settings
         self._link = acquire_wire(settings.url, "binloop-source", settings.connect_timeout_s)
         self.consumer = WireOrderedConsumer(self._link.conn, settings.stream.name, filters, 0,
-                                             name, PullSettings(heartbeat_s=settings.heartbeat_s))
+                                             name, _pull_settings(settings))
 
     def poll(self, budget: int) -> Delivery:
         return self.consumer.poll(budget)
@@ -186,7 +210,7 @@ class _AsyncReader(_Reader):
         self._link = acquire_link(settings.url, "binloop-source", settings.connect_timeout_s)
         self.consumer = OrderedConsumer(self._link.nc, self._link.js, settings.stream.name,
                                          filters, 0, name,
-                                         PullSettings(heartbeat_s=settings.heartbeat_s),
+                                         _pull_settings(settings),
                                          self._link.api_prefix)
 
     def poll(self, budget: int) -> Delivery:
@@ -277,11 +301,9 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, Any]):
         releases = self._release_at is not None and (
             self._reader.consumer.position >= self._release_at
             or (not delivery.messages and self._read_all_there_is()))
-        if delivery.items or releases:
-            out.append(RawChunk(self._name, self._chunk_seq,
-                                f"nats:{self._name}@{delivery.first_seq}-{delivery.last_seq}",
-                                1, list(delivery.items), self._start_chunk,
-                                waits_for=self._waits_for, releases=releases))
+        if delivery.records or releases:
+            out.append(delivery_chunk(delivery, self._name, self._chunk_seq,
+                                      self._start_chunk, self._waits_for, releases))
             self._chunk_seq += 1
             if releases:
                 log.info("%s: telemetry stored before the partition transform applied "

@@ -22,7 +22,9 @@ def test_nats_bench_runs_every_measure(tmp_path: Path) -> None:
         assert result[name]["server_cpu_s_per_100k"] >= 0
         assert len(result["runs"][name]) == 1
     assert result["b_2_processes"]["processes"] == 2
-    assert result["c_2_processes"]["records"] == 10000
+    two = result["c_2_processes"]
+    assert two["records"] == 10000 and two["cpu_s"] > 0 and two["server_cpu_s"] > 0
+    assert two["records_per_cpu_s"] > 0 and two["whole_records_per_s"] > 0
     assert result["latency"]["events"] > 0 and result["latency"]["p99_ms"] > 0
     assert set(result["met"]) == {"b_over_a", "c_records_per_s", "latency_p99_ms"}
     assert "(b) / (a)" in (out / "nats_bench.md").read_text()

@@ -188,6 +188,22 @@ def test_same_deliveries_as_the_nats_py_consumer(nats_server: NatsServer) -> Non
                                b'{"i": 104}']
     assert [r.reason.split(" ")[:2] for r in got.rejects] == [["unknown", "Binloop-Batch"],
                                                               ["empty", "message:"]]
+    # Read as runs of whole lines (how the live job's source reads): the same lines.
+    conn = WireConnection(nats_server.url, "test")
+    try:
+        consumer = WireOrderedConsumer(conn, STREAM, ["w.>"], 0, "runs", PullSettings(runs=True))
+        lines, seen, rejects = [], 0, []
+        deadline = time.monotonic() + 20
+        while seen < len(messages) and time.monotonic() < deadline:
+            part = consumer.poll(1000)
+            assert part.records == len(part.lines())
+            lines += part.lines()
+            rejects += part.rejects
+            seen += part.messages
+        consumer.close()
+    finally:
+        conn.close()
+    assert (lines, rejects) == (expected.items, expected.rejects)
 
 
 def test_heartbeats_and_expired_requests_keep_the_consumer(nats_server: NatsServer) -> None:

@@ -176,7 +176,7 @@ class OrderedConsumer(TrackedConsumer):
                 return out
         inbox = self._inbox
         deadline = time.monotonic() + max_s
-        while len(out.items) < budget:
+        while out.records < budget:
             if not inbox:
                 await self._top_up()
                 await _let_client_read()

@@ -39,18 +39,49 @@ class PullSettings:
     max_bytes: int = 1 << 20
     expires_s: float = 30.0
     heartbeat_s: float = 1.0
+    # Deliver records as runs of whole lines (`Delivery.runs`), not cut into lines.
+    runs: bool = False
 
 
 @dataclass(slots=True)
 class Delivery:
     """Raw records of consecutive messages (a batch envelope gives many), and the
-    messages that could not be read as records at all."""
+    messages that could not be read as records at all.
+
+    The records are `items`, one per line; or, read with `PullSettings.runs`, `runs`:
+    each message's records as one run of lines joined by `\n`, so that a consumer can
+    decode them as one block without a Python object per record (`lines()` gives the
+    same lines either way). A record that holds a newline itself (a message of one
+    pretty-printed record) cannot be a line of a run: from there on the delivery is
+    cut into `items`."""
 
     items: list[bytes] = field(default_factory=list)
     rejects: list[DeadLetter] = field(default_factory=list)
     first_seq: int = 0
     last_seq: int = 0
     messages: int = 0
+    runs: list[bytes] = field(default_factory=list)
+    records: int = 0  # lines in `items` and `runs`
+
+    def lines(self) -> list[bytes]:
+        """The records one per line, in order."""
+        if not self.runs:
+            return self.items
+        return self.items + b"\n".join(self.runs).split(b"\n")
+
+    def block(self) -> bytes:
+        """`b"\n".join(self.lines())` (no copy for a single run)."""
+        if self.items:
+            return b"\n".join(self.lines())
+        return self.runs[0] if len(self.runs) == 1 else b"\n".join(self.runs)
+
+
+def envelope_run(data: bytes) -> bytes:
+    """`b"\n".join(split_envelope(data))`, without cutting the common envelope (no
+    `\r`, no byte order mark) into lines."""
+    if b"\r" in data or BOM in data:
+        return b"\n".join(split_envelope(data))
+    return data[:-1] if data.endswith(b"\n") else data
 
 
 def split_envelope(data: bytes) -> list[bytes]:
@@ -150,12 +181,31 @@ class PullTracker:
             what = "message" if batch is None else f"{BATCH_HEADER} envelope"
             out.rejects.append(self._reject(data, f"empty {what}: no record", sseq))
         elif batch is None:
-            out.items.append(data)
+            if self.pull.runs and not out.items and b"\n" not in data:
+                out.runs.append(data)
+            else:
+                self._cut(out).append(data)
+            out.records += 1
         elif batch.strip().lower() == BATCH_JSONL:
-            out.items.extend(split_envelope(data))
+            if self.pull.runs and not out.items:
+                run = envelope_run(data)
+                out.runs.append(run)
+                out.records += run.count(b"\n") + 1
+            else:
+                lines = split_envelope(data)
+                self._cut(out).extend(lines)
+                out.records += len(lines)
         else:
             out.rejects.append(self._reject(data, f"unknown {BATCH_HEADER} encoding "
                                             f"{batch!r:.40} (expected {BATCH_JSONL!r})", sseq))
+
+    @staticmethod
+    def _cut(out: Delivery) -> list[bytes]:
+        """`out.items`, with the runs before cut into it (the records from here on are
+        lines of their own)."""
+        if out.runs:
+            out.items, out.runs = out.lines(), []
+        return out.items
 
     def _reject(self, data: bytes, reason: str, sseq: int) -> DeadLetter:
         return DeadLetter(raw_text(data), reason, f"nats:{self.stream}", f"stream seq {sseq}")

@@ -150,7 +150,7 @@ class WireOrderedConsumer(TrackedConsumer):
         if not self.ensure():
             return out
         deadline = time.monotonic() + max_s
-        while len(out.items) < budget:
+        while out.records < budget:
             if self._index >= len(self._queue):
                 assert self._sub is not None
                 self._queue, self._index = self._sub.take(), 0

@@ -9,7 +9,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from binloop.core.config import Config, add_arguments, load_config
@@ -176,32 +175,51 @@ def _run_in_process(config: Config, process_id: int | None = None,
 
 
 def _run_cluster(config: Config) -> None:
-    """One process per `--processes` (`python -m binloop.cli.commands.run I ADDRESSES`,
-    configured through the environment); a signal is passed on to all of them, and
-    each then stops its sources cleanly."""
+    """A local cluster whose process 0 is this one: processes 1..N-1 (`python -m
+    binloop.cli.commands.run I ADDRESSES`, configured through the environment) are
+    started first, so that their start-up overlaps ours, and this process runs its
+    share in place (no second interpreter start). A signal stops this process's
+    sources cleanly and is passed on to the others, which then do the same."""
     import os
+    import threading
 
-    from binloop.ops.cluster import free_ports
+    from binloop.core.errors import EX_SOFTWARE
+    from binloop.ops.cluster import free_ports, stop_peers
+    from binloop.ops.shutdown import stop_requested
 
     if config.recovery_dir:  # once, before the processes race to create it
         config = init_recovery_store(config)
-    addresses = ";".join(f"127.0.0.1:{port}" for port in free_ports(config.processes))
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(config.processes)]
     env = {**os.environ, **config.to_env()}
-    procs = [subprocess.Popen([sys.executable, "-m", "binloop.cli.commands.run", str(i), addresses],
-                              env={**env, **_process_env(config, i)})
-             for i in range(config.processes)]
+    peers = [subprocess.Popen([sys.executable, "-m", "binloop.cli.commands.run", str(i),
+                               ";".join(addresses)], env={**env, **_process_env(config, i)})
+             for i in range(1, config.processes)]
+    done = threading.Event()
 
-    def forward(signum: int, frame: FrameType | None) -> None:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+    def watch() -> None:
+        forwarded = False
+        while not done.wait(0.05):
+            if stop_requested.is_set() and not forwarded:
+                forwarded = True
+                for peer in peers:
+                    if peer.poll() is None:
+                        peer.send_signal(signal.SIGTERM)
+            failed = [code for peer in peers if (code := peer.poll()) not in (None, 0)]
+            if failed:
+                # Process 0 would wait for the failed peer for ever: stop everything.
+                print(f"binloop: error: a Bytewax process exited with code {failed[0]}",
+                      file=sys.stderr)
+                stop_peers(peers)
+                os._exit(EX_SOFTWARE)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    threading.Thread(target=watch, name="binloop-peer-watch", daemon=True).start()
     try:
-        failed = _wait_all(procs)
+        _run_in_process(config, 0, addresses)
+        done.set()
+        failed = _wait_all(peers)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        done.set()
+        stop_peers(peers)
     if failed:
         raise RuntimeError(f"a Bytewax process exited with code {failed}")
 
