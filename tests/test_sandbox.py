@@ -7,6 +7,7 @@ Runs as whoever runs pytest; tests/test_sandbox_nonroot.py runs this file again 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -105,6 +106,31 @@ def test_home_project_and_library_are_invisible(sandbox: Sandbox, tmp_path: Path
     assert " True" not in result.stdout, result.stdout
     assert "WROTE" not in result.stdout
     assert not (library / "x").exists() and not (project / "x").exists()
+
+
+def test_a_readable_directory_under_tmp_is_seen_read_only(sandbox: Sandbox) -> None:
+    """A venv (so the check tools) under /tmp: the sandbox's private /tmp must not hide it."""
+    import tempfile
+
+    outside = Path(tempfile.mkdtemp(prefix="binloop-readable-", dir="/tmp"))
+    try:
+        outside.chmod(0o755)  # (the root launcher runs bwrap as nobody)
+        (outside / "tool.txt").write_text("the tool")
+        (Path("/tmp") / f"{outside.name}-beside").write_text("host tmp")
+        confined = Sandbox(sandbox.limits, readable=[sys.base_prefix, outside],
+                           isolation=ISOLATION)
+        code = (f"import os\nprint(open({str(outside / 'tool.txt')!r}).read())\n"
+                f"print('beside', os.path.lexists({f'/tmp/{outside.name}-beside'!r}))\n"
+                "open('/tmp/mine', 'w').write('x')\nprint('tmp writable')\n"
+                f"try:\n    open({str(outside / 'x')!r}, 'w')\n    print('WROTE')\n"
+                "except OSError:\n    print('read-only')\n")
+        result = confined.run(py(confined, code))
+        assert result.ok, result.tail()
+        assert result.stdout.split() == ["the", "tool", "beside", "False", "tmp", "writable",
+                                         "read-only"], result.stdout
+    finally:
+        (Path("/tmp") / f"{outside.name}-beside").unlink(missing_ok=True)
+        shutil.rmtree(outside, ignore_errors=True)
 
 
 def test_no_network_not_even_loopback(sandbox: Sandbox, listener: tuple[int, list[bytes]]
