@@ -10,8 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.nats_fixtures import nats_server  # noqa: F401 - shared fixture
+
+# Property tests judge results, not speed: on a loaded CI machine a per-example deadline
+# or the too-slow health check fails a correct run. A failure prints the blob that
+# replays its example (`@reproduce_failure`), so a counterexample CI drew is not lost.
+settings.register_profile("binloop", deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("binloop")
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TAU_TELEMETRY = SHARED_DATA / "tau_airline_telemetry.jsonl"

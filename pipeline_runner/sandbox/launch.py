@@ -334,12 +334,18 @@ class Sandbox:
         if os.path.exists("/etc/ld.so.cache"):
             line += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
         readable = [p for p in self.readable if not p.is_relative_to("/usr")]
+        # (a directory under /tmp, e.g. a venv there, is bound after the private tmpfs is
+        # mounted over /tmp: bound before, the tmpfs would hide it)
+        in_tmp = [p for p in readable if p != Path(TMP) and p.is_relative_to(TMP)]
         for path in readable:
-            line += ["--ro-bind", str(path), str(path)]
+            if path not in in_tmp:
+                line += ["--ro-bind", str(path), str(path)]
         line += ["--proc", "/proc", "--dev", "/dev", "--perms", "0000", "--tmpfs", "/dev/shm",
                  "--remount-ro", "/dev/shm",
-                 "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", TMP,
-                 "--dir", WORK, "--dir", TRUSTED]
+                 "--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", TMP]
+        for path in in_tmp:
+            line += ["--ro-bind", str(path), str(path)]
+        line += ["--dir", WORK, "--dir", TRUSTED]
         pass_fds: list[int] = []
         for base, group in ((WORK, files), (TRUSTED, helpers)):
             for rel, data in sorted(group.items()):
