@@ -35,6 +35,7 @@ from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import DeadLetter
 from binloop.replay import readers
 from binloop.replay.readers import (
+    BOM,
     InputReader,
     LineSplitter,
     RawChunk,
@@ -179,15 +180,13 @@ class SeekingFile:
         splitter = LineSplitter(self.name, self._max_bytes, 1, uncut=True)
         carried = lo - start
         body = carried - (1 if held_cr else 0)
-        if body > self._max_bytes:  # the sequential splitter is skipping this line
+        bom = len(BOM) if body >= len(BOM) and self._pread(start, len(BOM)) == BOM else 0
+        if body - bom > self._max_bytes:  # the sequential splitter is skipping this line
             splitter._skipping = body
-            # It kept the first bytes held when the line outgrew max_line_bytes at a
-            # block's end, and no more.
-            step = self.block_bytes
-            outgrew = -(-(start + self._max_bytes + 1) // step) * step
-            held = body if outgrew >= lo else outgrew - start
-            splitter._skipped_head = self._pread(start, min(held,
-                                                            readers.REJECT_PREFIX_BYTES))
+            # It keeps the line's first bytes (after a BOM) for the dead letter.
+            splitter._skipped_head = self._pread(
+                start + bom, min(body - bom, readers.REJECT_PREFIX_BYTES))
+            splitter._skipped_bom = bom
             splitter._skip_cr = held_cr
         elif carried:
             splitter._carry = self._pread(start, carried)
