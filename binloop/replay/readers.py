@@ -675,6 +675,18 @@ class LineSplitter:
             return self._with_rejects([tail[:-1]], [len(tail)]), b""
         return self._with_rejects([tail], [len(tail)]), tail
 
+    def resume_with(self, partial_line: bytes) -> None:
+        """Start as a splitter that has been fed `partial_line`, the start of a line
+        (a reader that seeks into a file: `binloop.replay.strided`)."""
+        self._carry = partial_line
+
+    def resume_skipping(self, seen: int, head: bytes, bom: int, held_cr: bool) -> None:
+        """Start as a splitter skipping an oversized line of which `seen` bytes were fed:
+        `head` its first bytes after a BOM of `bom` bytes, `held_cr` whether the last byte
+        fed was a `\\r` after it."""
+        self._skipping, self._skipped_head, self._skipped_bom = seen, head, bom
+        self._skip_cr = held_cr
+
     def pending(self) -> bytes:
         """The partial line held (for a damage report)."""
         return self._skipped_head or self._carry

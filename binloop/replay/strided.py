@@ -182,14 +182,11 @@ class SeekingFile:
         body = carried - (1 if held_cr else 0)
         bom = len(BOM) if body >= len(BOM) and self._pread(start, len(BOM)) == BOM else 0
         if body - bom > self._max_bytes:  # the sequential splitter is skipping this line
-            splitter._skipping = body
             # It keeps the line's first bytes (after a BOM) for the dead letter.
-            splitter._skipped_head = self._pread(
-                start + bom, min(body - bom, readers.REJECT_PREFIX_BYTES))
-            splitter._skipped_bom = bom
-            splitter._skip_cr = held_cr
+            splitter.resume_skipping(body, self._pread(
+                start + bom, min(body - bom, readers.REJECT_PREFIX_BYTES)), bom, held_cr)
         elif carried:
-            splitter._carry = self._pread(start, carried)
+            splitter.resume_with(self._pread(start, carried))
         pieces = splitter.feed(data)
         if last:
             end, torn = splitter.finish()
