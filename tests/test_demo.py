@@ -25,7 +25,14 @@ def demo(workdir: Path, *args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BINLOOP_")}
     return subprocess.Popen([sys.executable, "-m", "binloop.cli", "demo", "--workdir",
                              str(workdir), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+                            stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
+                            preexec_fn=_ctrl_c_as_at_a_terminal)
+
+
+def _ctrl_c_as_at_a_terminal() -> None:
+    # A suite started in the background (`pytest &`) inherits SIGINT ignored, and Python
+    # keeps an inherited SIG_IGN: the demo would never see the Ctrl-C the test sends.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def leftovers(workdir: Path) -> list[str]:
