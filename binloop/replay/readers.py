@@ -242,27 +242,22 @@ class InputReader:
 
     def next_chunk(self) -> RawChunk | None:
         """The next chunk (of this reader's stride), or None at the end of the last file."""
-        mine, readers = self.stride
         while self.position.file_index < len(self.files):
-            if self._seeks():
-                chunk = self._next_block()
-            else:
-                chunk = self._next_of_file()
-                if chunk is not None and readers > 1 and chunk.seq % readers != mine:
-                    continue  # read past: another reader hands it out
+            chunk = self._next_own_chunk()
             if chunk is not None:
                 self.lines_handed_out += sum(part.count + len(part.rejects)
                                              for part in (chunk, *chunk.more))
                 return chunk
         return None
 
-    def _seeks(self) -> bool:
-        """Whether this reader seeks straight to its own blocks of the current file
-        (`binloop.replay.strided.SeekingReader`); this one reads every file through."""
-        return False
-
-    def _next_block(self) -> RawChunk | None:
-        raise NotImplementedError  # only a reader that seeks
+    def _next_own_chunk(self) -> RawChunk | None:
+        """The current file's next chunk if it is this reader's, else None (read on). This
+        reader reads every file through; `binloop.replay.strided.SeekingReader` seeks."""
+        chunk = self._next_of_file()
+        mine, readers = self.stride
+        if chunk is not None and readers > 1 and chunk.seq % readers != mine:
+            return None  # read past: another reader hands it out
+        return chunk
 
     def _next_of_file(self) -> RawChunk | None:
         """The next chunk of the current file, or None at its end (the position then

@@ -64,8 +64,10 @@ class SeekingReader(InputReader):
                          whole_blocks=True, stride=stride)
         self._seeking: SeekingFile | None = None
 
-    def _seeks(self) -> bool:
-        return _kind(self.files[self.position.file_index]) == "jsonl"
+    def _next_own_chunk(self) -> RawChunk | None:
+        if _kind(self.files[self.position.file_index]) == "jsonl":
+            return self._next_block()
+        return super()._next_own_chunk()
 
     def _next_block(self) -> RawChunk | None:
         """This reader's next block of a plain file, or None at the file's end (the
