@@ -47,7 +47,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, Protocol
 
-import numpy as np
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from nats.js import JetStreamContext
 from typing_extensions import override
@@ -62,7 +61,7 @@ from binloop.nats.wire import Unsupported, acquire_wire, release_wire, stream_la
 from binloop.nats.wire_consumer import WireOrderedConsumer
 from binloop.ops.metrics import PartitionMetrics
 from binloop.ops.shutdown import stop_requested
-from binloop.replay.readers import RawChunk
+from binloop.replay.readers import RawChunk, newline_offsets
 
 SourceItem = RawChunk | DeadLetter
 log = logging.getLogger("binloop.nats")
@@ -147,7 +146,7 @@ def delivery_chunk(delivery: Delivery, partition: str, seq: int, start_seq: int,
     source = f"nats:{partition}@{delivery.first_seq}-{delivery.last_seq}"
     if delivery.runs and not delivery.items:
         block = delivery.block()
-        ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 0x0A)
+        ends = newline_offsets(block)
         return RawChunk(partition, seq, source, 1, [], start_seq, waits_for=waits_for,
                         releases=releases, block=block, ends=ends)
     return RawChunk(partition, seq, source, 1, list(delivery.items), start_seq,
