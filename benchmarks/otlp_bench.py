@@ -1,6 +1,6 @@
 """Spans per second that `binloop ingest otlp` sustains, whole wall time.
 
-    python -m benchmarks.otlp_bench [--requests N] [--connections C] [--out DIR]
+    python -m benchmarks.otlp_bench [--requests N] [--connections C] [--rounds R] [--out DIR]
 
 A load generator in another process pre-encodes `ExportTraceServiceRequest` bodies of
 512 execute_tool spans (10% failures with error texts, a fifth of them holding a bearer
@@ -8,6 +8,10 @@ token that the receiver masks; gzip and plain), then posts them
 over C keep-alive connections to a running `binloop ingest otlp` (one process), into
 each sink: a JSONL file (fsync before every answer) and a real nats-server's JetStream
 stream. The time is from the first request to the last answer (encoding excluded).
+C defaults to 10, the concurrency of an OpenTelemetry Collector in front (its exporters'
+`sending_queue.num_consumers` default). The six cases run in R alternating rounds (each
+case once a round, a new receiver process each time); each case is reported as the
+median of its rounds, with the lowest and highest beside it.
 In the same run, an anchor: protobuf decoding of the same bodies in one loop, no HTTP
 and no mapping (what any receiver pays at least); figures are reported beside it.
 """
@@ -22,6 +26,7 @@ import os
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -226,6 +231,18 @@ def run_case(sink: list[str], use_gzip: bool, args: argparse.Namespace,
     return result
 
 
+def _median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One case over its rounds: medians of spans/s and of spans per CPU-second."""
+    rates = [r["spans_per_s"] for r in runs]
+    return {"sink": runs[0]["sink"], "gzip": runs[0]["gzip"], "spans": runs[0]["spans"],
+            "spans_per_s": statistics.median(rates), "spans_per_s_low": min(rates),
+            "spans_per_s_high": max(rates),
+            "spans_per_cpu_s": statistics.median(r["spans_per_cpu_s"] or 0 for r in runs),
+            "retries": sum(r["retries"] for r in runs),
+            "load_low": min(min(r["load_1min"]) for r in runs),
+            "load_high": max(max(r["load_1min"]) for r in runs)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd")
@@ -236,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--seed", type=int, default=1)
     gen.add_argument("--gzip", action="store_true")
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--connections", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/otlp"))
     args = parser.parse_args(argv)
     if args.cmd == "loadgen":
@@ -244,36 +262,45 @@ def main(argv: list[str] | None = None) -> int:
     from binloop.nats.server import NatsServer
 
     env = {**os.environ, "BINLOOP_LOG_LEVEL": "warning"}
-    rows = []
+    runs: list[dict[str, Any]] = []
     anchor = decode_anchor(args.requests, 1)
     stages = stage_costs(args.requests, 1)
     with tempfile.TemporaryDirectory(prefix="binloop-otlp-bench-") as tmp, \
             NatsServer(store_dir=Path(tmp) / "nats") as server:
-        for use_gzip in (False, True):
-            out = Path(tmp) / f"records-{use_gzip}.jsonl"
-            jsonl = run_case(["--out", str(out)], use_gzip, args, env)
-            rows.append({"sink": "jsonl", "gzip": use_gzip, **jsonl})
-            fast = run_case(["--out", str(out) + ".nofsync", "--no-fsync"], use_gzip, args, env)
-            rows.append({"sink": "jsonl --no-fsync", "gzip": use_gzip, **fast})
-            nats = run_case(["--nats", server.url, "--stream", f"T{int(use_gzip)}",
-                             "--subject-prefix", f"tel{int(use_gzip)}"], use_gzip, args, env)
-            rows.append({"sink": "nats", "gzip": use_gzip, **nats})
+        for round_no in range(args.rounds):
+            for use_gzip in (False, True):
+                tag = f"{round_no}-{int(use_gzip)}"
+                out = Path(tmp) / f"records-{tag}.jsonl"
+                for sink, flags in (("jsonl", ["--out", str(out)]),
+                                    ("jsonl --no-fsync",
+                                     ["--out", f"{out}.nofsync", "--no-fsync"]),
+                                    ("nats", ["--nats", server.url, "--stream", f"T{tag}",
+                                              "--subject-prefix", f"tel{tag}"])):
+                    run = run_case(flags, use_gzip, args, env)
+                    for written in Path(tmp).glob("records-*"):
+                        written.unlink()
+                    runs.append({"sink": sink, "gzip": use_gzip, "round": round_no, **run})
+    rows = [_median_row([r for r in runs if (r["sink"], r["gzip"]) == case])
+            for case in dict.fromkeys((r["sink"], r["gzip"]) for r in runs)]
     result = {"load_average": os.getloadavg(), "cpus": os.cpu_count(),
               "spans_per_body": SPANS_PER_BODY, "connections": args.connections,
-              "decode_anchor": anchor, "stages_cpu_us_per_span": stages, "runs": rows}
+              "rounds": args.rounds, "decode_anchor": anchor,
+              "stages_cpu_us_per_span": stages, "cases": rows, "runs": runs}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "otlp_receiver.json").write_text(json.dumps(result, indent=2))
-    lines = ["| sink | gzip | spans | seconds | spans/s (wall) | / decode anchor | receiver CPU s "
-             "| spans per receiver CPU-second | retries (429/503) | load before/after |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| sink | gzip | spans a round | spans/s (wall), median | lowest - highest "
+             "| / decode anchor | spans per receiver CPU-second, median | retries (429/503) "
+             "| load average (lowest - highest) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        per_cpu = f"{r['spans_per_cpu_s']:,.0f}" if r["spans_per_cpu_s"] else "-"
-        lines.append(f"| {r['sink']} | {r['gzip']} | {r['spans']:,} | {r['seconds']:.2f} | "
-                     f"{r['spans_per_s']:,.0f} | {r['spans_per_s'] / anchor['spans_per_s']:.2f} "
-                     f"| {r['receiver_cpu_s']:.2f} | {per_cpu} | {r['retries']} "
-                     f"| {r['load_1min'][0]:.1f} / {r['load_1min'][1]:.1f} |")
+        lines.append(f"| {r['sink']} | {r['gzip']} | {r['spans']:,} | {r['spans_per_s']:,.0f} "
+                     f"| {r['spans_per_s_low']:,.0f} - {r['spans_per_s_high']:,.0f} "
+                     f"| {r['spans_per_s'] / anchor['spans_per_s']:.3f} "
+                     f"| {r['spans_per_cpu_s']:,.0f} | {r['retries']} "
+                     f"| {r['load_low']:.1f} - {r['load_high']:.1f} |")
     steps = ", ".join(f"{name.removesuffix('_us')} {value:.2f}" for name, value in stages.items())
-    text = (f"Load average {result['load_average'][0]:.1f} on {result['cpus']} CPUs; decode "
+    text = (f"{args.rounds} rounds, {args.connections} connections. Load average "
+            f"{result['load_average'][0]:.1f} on {result['cpus']} CPUs at the end; decode "
             f"anchor {anchor['spans_per_s']:,.0f} spans/s. CPU µs a span in-process: {steps}."
             "\n\n" + "\n".join(lines) + "\n")
     (args.out / "otlp_receiver.md").write_text(text)
