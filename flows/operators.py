@@ -41,6 +41,7 @@ from binloop.replay.readers import RawChunk
 from binloop.replay.strided import numbered
 
 PARTITION_IDLE_S = 30.0
+_NO_STATS = DetectorStats()
 
 
 def shard_of(key: Key, shards: int) -> str:
@@ -356,7 +357,7 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
                 detector.disarm(value.key, value.epoch)
                 if self._disarmed is not None:
                     self._disarmed.keys.add(value.key)
-        if detector.stats != DetectorStats():
+        if detector.stats != _NO_STATS:
             out.append(detector.stats)
         return out, StatefulBatchLogic.RETAIN
 
@@ -385,7 +386,8 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
                                 and chunk.waits_for not in state.released):
             state.held.setdefault(chunk.partition, []).append(chunk)
             return
-        self._apply(chunk.records, out)
+        if chunk.records:  # (most chunks bring a shard nothing to apply)
+            self._apply(chunk.records, out)
         if chunk.ignored and not state.detector.ignores_all(*chunk.ignored):
             raise RuntimeError("records were set aside for a key that is not disarmed")
         self._note_progress(chunk)
