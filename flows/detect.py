@@ -27,7 +27,6 @@ from binloop.replay.readers import RawChunk
 from flows.file_source import TelemetryFileSource
 from flows.operators import (
     DetectOut,
-    DisarmedForGood,
     IngestStats,
     Seed,
     ShardInput,
@@ -58,17 +57,13 @@ def add_detector(
     worker's source partition reads its own share).
     """
     params = config.detection()
-    # Without control commands no key is armed again: the parse step can set aside the
-    # records of keys already disarmed (most failures, once their keys have fired).
-    disarmed = DisarmedForGood() if controls is None else None
     parsed = parse_telemetry("parse", chunks, params, config.record_limits(),
-                             config.shard_count(), spread, disarmed)
+                             config.shard_count(), spread)
     shard_inputs: op.KeyedStream[Any] = parsed.oks
     if controls is not None:
         shard_inputs = op.merge("with_controls", parsed.oks, controls)
     detected: DetectOut = detect_friction("detect", shard_inputs, params,
-                                          config.shard_count(), seed, config.record_limits(),
-                                          disarmed)
+                                          config.shard_count(), seed, config.record_limits())
     dead, stats = parsed.errs, parsed.stats
     if rejects is not None:
         dead = op.merge("with_source_rejects", dead, rejects)

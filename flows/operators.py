@@ -65,9 +65,6 @@ class ShardChunk:
     # See RawChunk: apply only after partition `waits_for` released its backlog.
     waits_for: str | None = None
     releases: bool = False
-    # The chunk's counted records of keys disarmed for good, set aside by the parse step
-    # (`DisarmedForGood`): their keys and ts in arrival order, only to be accounted.
-    ignored: tuple[list[Key], list[int]] | None = None
     # The records packed, once: Bytewax pickles an item twice to send it (its length,
     # then its bytes).
     _wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
@@ -80,9 +77,9 @@ class ShardChunk:
             object.__setattr__(self, "_wire", packed)
         if packed is None:
             return (ShardChunk, (self.partition, self.seq, self.records, self.start_seq,
-                                 self.max_ts, self.waits_for, self.releases, self.ignored))
+                                 self.max_ts, self.waits_for, self.releases))
         return (_unpacked_chunk, (self.partition, self.seq, packed, self.start_seq,
-                                  self.max_ts, self.waits_for, self.releases, self.ignored))
+                                  self.max_ts, self.waits_for, self.releases))
 
 
 def _unpacked_chunk(partition: str, seq: int, packed: bytes, *rest: Any) -> ShardChunk:
@@ -108,25 +105,6 @@ class Disarm:
 ShardInput = ShardChunk | Rearm | Disarm
 # The keys a fresh detector starts disarmed (e.g. those the tool library answers).
 Seed = Callable[[], Iterable[Disarm]]
-
-
-class DisarmedForGood:
-    """The keys that the shards of this process have disarmed, in a dataflow where no key
-    is ever armed again (no control stream: no `Rearm` can arrive).
-
-    With θ reached, nearly every later failure of a key is ignored; the parse step sets
-    such records aside (`BlockParser.parse`'s `skip`) instead of cutting out their lines
-    and routing them one by one, and sends each shard only their keys and ts, which it
-    accounts for
-    exactly as it would have ignored them (`Detector.ignores_all`). That is exact because
-    a key stays disarmed: a record parsed after its key was disarmed is applied after
-    that too. Only grown (by a shard), read by the parse steps of this process.
-    """
-
-    __slots__ = ("keys",)
-
-    def __init__(self) -> None:
-        self.keys: set[Key] = set()
 
 
 @dataclass(slots=True)
@@ -172,21 +150,6 @@ class ShardRouter:
         self.shards = shards
         self._remember = remember
         self.known: dict[tuple[str, str], tuple[str, Key]] = {}
-        self._skip: dict[tuple[str, str], tuple[str, Key]] = {}
-        self._skip_keys: frozenset[Key] = frozenset()
-        self._skip_made_at = (0, 0)
-
-    def skipping(self, disarmed: set[Key]) -> tuple[dict[tuple[str, str], tuple[str, Key]],
-                                                     frozenset[Key]]:
-        """The (tool, mode) pairs known so far whose key is in `disarmed`, each with its
-        (shard, key), and the keys they were taken from (a copy: `disarmed` may grow
-        meanwhile). Made again only when `disarmed` (which only grows) or `known` did."""
-        made_at = (len(disarmed), len(self.known))
-        if made_at != self._skip_made_at:
-            keys = frozenset(disarmed)
-            self._skip = {pair: found for pair, found in self.known.items() if found[1] in keys}
-            self._skip_keys, self._skip_made_at = keys, made_at
-        return self._skip, self._skip_keys
 
     def route(self, tool: str, mode: str) -> tuple[str, Key]:
         """(shard, key) of a record's tool and failure mode (`known` holds those seen)."""
@@ -199,14 +162,12 @@ class ShardRouter:
         return known
 
 
-def _parse(chunk: RawChunk, parser: BlockParser,
-           skip: dict[tuple[str, str], Any] | None = None) -> BlockResult:
+def _parse(chunk: RawChunk, parser: BlockParser) -> BlockResult:
     """The block decoder for binloop's own lines; another input format is mapped onto
-    records line by line (`binloop.replay.ingest`) and its records stay whole (`skip`,
-    see `BlockParser.parse`, applies to binloop's own lines only)."""
+    records line by line (`binloop.replay.ingest`) and its records stay whole."""
     if mapper(chunk.input_format) is None:
         parsed = parser.parse(chunk.items, chunk.source, chunk.first_line, chunk.block,
-                              chunk.ends, skip)
+                              chunk.ends)
         if chunk.rejects:  # the reader's own rejects come first
             parsed.dead[:0] = chunk.rejects
         return parsed
@@ -219,17 +180,14 @@ def _parse(chunk: RawChunk, parser: BlockParser,
                        slow.ts_converted)
 
 
-def _parse_all(chunk: RawChunk, parser: BlockParser,
-               skip: dict[tuple[str, str], Any] | None = None) -> tuple[BlockResult, int]:
+def _parse_all(chunk: RawChunk, parser: BlockParser) -> tuple[BlockResult, int]:
     """A chunk and its further parts (`RawChunk.more`) parsed as one; and the records
     read (lines that are not blank, and the reader's rejects)."""
-    parsed = _parse(chunk, parser, skip)
+    parsed = _parse(chunk, parser)
     read = chunk.count - parsed.blank + len(chunk.rejects)
     for part in chunk.more:
-        more = _parse(part, parser, skip)
+        more = _parse(part, parser)
         parsed.counted.extend(more.counted)
-        parsed.skipped.extend(more.skipped)
-        parsed.skipped_ts.extend(more.skipped_ts)
         parsed.dead.extend(more.dead)
         parsed.valid += more.valid
         parsed.blank += more.blank
@@ -244,30 +202,15 @@ def _parse_all(chunk: RawChunk, parser: BlockParser,
     return parsed, read
 
 
-def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter,
-                 disarmed: DisarmedForGood | None = None) -> list[Any]:
-    skip, skip_keys = router.skipping(disarmed.keys) if disarmed is not None else ({}, None)
-    parsed, read = _parse_all(chunk, parser, skip)
+def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> list[Any]:
+    parsed, read = _parse_all(chunk, parser)
     by_shard: dict[str, list[tuple[Key, Candidate]]] = {str(s): [] for s in range(router.shards)}
     known, route = router.known, router.route
     for cand in parsed.counted:
         found = known.get((cand[1], cand[2])) or route(cand[1], cand[2])  # tool, mode
         by_shard[found[0]].append((found[1], cand))
-    if parsed.skipped and any(key in skip_keys for recs in by_shard.values()  # type: ignore[operator]
-                              for key, _ in recs):
-        # A key set aside in part also has records kept (a (tool, mode) pair not known
-        # yet when the chunk was parsed): parse again, keeping all in their order.
-        return _split_chunk(chunk, parser, router)
-    ignored: dict[str, tuple[list[Key], list[int]]] = {}
-    for (shard, key), ts in zip(parsed.skipped, parsed.skipped_ts, strict=True):
-        aside = ignored.get(shard)
-        if aside is None:
-            aside = ignored[shard] = ([], [])
-        aside[0].append(key)
-        aside[1].append(ts)
     out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq,
-                                     parsed.max_ts, chunk.waits_for, chunk.releases,
-                                     ignored.get(s)))
+                                     parsed.max_ts, chunk.waits_for, chunk.releases))
                       for s, recs in by_shard.items()]
     out.extend(parsed.dead)
     out.append(IngestStats(read, parsed.valid,
@@ -278,15 +221,13 @@ def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter,
 
 @operator
 def parse_telemetry(step_id: str, up: Stream[RawChunk], params: DetectionParams,
-                    limits: RecordLimits, shards: int, spread: bool = True,
-                    disarmed: DisarmedForGood | None = None) -> ParseOut:
+                    limits: RecordLimits, shards: int, spread: bool = True) -> ParseOut:
     """Validate raw chunks (handed round the workers first, with `spread`); counted
-    records go to their shard, rejects to `errs`; those of keys in `disarmed` are set
-    aside (see `DisarmedForGood`)."""
+    records go to their shard, rejects to `errs`."""
     chunks = op.redistribute("spread", up) if spread else up
     router = ShardRouter(params, shards)
     parser = BlockParser(params.count_outcomes, limits)
-    parsed = op.flat_map("parse", chunks, lambda c: _split_chunk(c, parser, router, disarmed))
+    parsed = op.flat_map("parse", chunks, lambda c: _split_chunk(c, parser, router))
     keyed = op.branch("keyed", parsed, lambda x: isinstance(x, tuple))
     rest = op.branch("rejects", keyed.falses, lambda x: isinstance(x, DeadLetter))
     return ParseOut(
@@ -315,11 +256,8 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
     """One state shard: puts chunks back in order and runs the detector on them."""
 
     def __init__(self, params: DetectionParams, shards: int, resume: Any | None,
-                 seed: Seed | None = None, limits: RecordLimits = DEFAULT_LIMITS,
-                 disarmed: DisarmedForGood | None = None) -> None:
-        """`disarmed`: where to note the keys this shard disarms (none is armed again)."""
+                 seed: Seed | None = None, limits: RecordLimits = DEFAULT_LIMITS) -> None:
         self._parser = RecordParser(limits)
-        self._disarmed = disarmed
         self._partition_seen: dict[str, float] = {}
         if resume is not None:
             self.state: ShardState = load_shard(resume, params, ShardState, ShardChunk)
@@ -335,9 +273,6 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
                 "the recovery store was written with other detection settings "
                 f"({self.state.detector.params}, shards={self.state.shards}); "
                 "resume with the same settings or start a new store")
-        if disarmed is not None:
-            disarmed.keys.update(key for key, state in self.state.detector.keys.items()
-                                 if not state.armed)
 
     @override
     def on_batch(self, values: list[ShardInput]) -> tuple[Iterable[Any], bool]:
@@ -349,14 +284,9 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
                 for chunk in self._in_order(value):
                     self._apply_or_hold(chunk, out)
             elif isinstance(value, Rearm):
-                if self._disarmed is not None:
-                    raise RuntimeError("a re-arm command reached a dataflow whose disarmed "
-                                       "keys were taken as disarmed for good")
                 detector.rearm(value.key, value.fired_epoch)
             else:
                 detector.disarm(value.key, value.epoch)
-                if self._disarmed is not None:
-                    self._disarmed.keys.add(value.key)
         if detector.stats != _NO_STATS:
             out.append(detector.stats)
         return out, StatefulBatchLogic.RETAIN
@@ -388,8 +318,6 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
             return
         if chunk.records:  # (most chunks bring a shard nothing to apply)
             self._apply(chunk.records, out)
-        if chunk.ignored and not state.detector.ignores_all(*chunk.ignored):
-            raise RuntimeError("records were set aside for a key that is not disarmed")
         self._note_progress(chunk)
         if chunk.releases and chunk.partition not in state.released:
             state.released.add(chunk.partition)
@@ -422,14 +350,11 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
         kept: Iterable[tuple[Key, Candidate]] = (
             records.unignored(ignores) if isinstance(records, PackedRecords)
             else ((key, cand) for key, cand in records if not ignores(key, cand[3])))
-        disarmed = self._disarmed
-        for key, cand in kept:
+        for _key, cand in kept:
             rec = full_record(cand, parser)
             seen = observe(rec)
             if seen.event is not None:
                 out.append(seen.event)
-                if disarmed is not None:
-                    disarmed.keys.add(key)
             elif seen.status == "late":
                 out.append(Late(rec))
 
@@ -441,14 +366,11 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
 @operator
 def detect_friction(step_id: str, up: op.KeyedStream[ShardInput],
                     params: DetectionParams, shards: int, seed: Seed | None = None,
-                    limits: RecordLimits = DEFAULT_LIMITS,
-                    disarmed: DisarmedForGood | None = None) -> DetectOut:
+                    limits: RecordLimits = DEFAULT_LIMITS) -> DetectOut:
     """FRICTION-DETECT over shard-keyed chunks and control commands; a shard that starts
-    without recovery state first disarms the `seed` keys. `disarmed` (only where no
-    control command can re-arm a key) is told every key a shard disarms."""
+    without recovery state first disarms the `seed` keys."""
     detected = op.stateful_batch(
-        "shards", up,
-        lambda resume: DetectShard(params, shards, resume, seed, limits, disarmed))
+        "shards", up, lambda resume: DetectShard(params, shards, resume, seed, limits))
     values = op.key_rm("unkey", detected)
     stats = op.branch("stats", values, lambda x: isinstance(x, DetectorStats))
     late = op.branch("late", stats.falses, lambda x: isinstance(x, Late))

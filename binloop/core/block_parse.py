@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import attrgetter, is_
+from itertools import compress
+from operator import attrgetter
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -91,7 +91,6 @@ class _Record(msgspec.Struct, gc=False):
 DECODER_REFRESH_S: Final = 1.0
 _DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _TS = attrgetter("ts")
-_TOOL = attrgetter("tool")
 _MODE = attrgetter("failure_mode")
 _IDS = attrgetter("id")
 _ERROR = attrgetter("error")
@@ -117,10 +116,6 @@ class BlockResult:
     blank: int = 0
     max_ts: int | None = None
     ts_converted: int = 0  # records whose ts was taken as seconds (`ts_unit`)
-    # The counted records set aside (see `BlockParser.parse`'s `skip`), in arrival
-    # order: what `skip` maps each one's (tool, failure mode) to, and its ts.
-    skipped: list[Any] = field(default_factory=list)
-    skipped_ts: list[int] = field(default_factory=list)
 
 
 class BlockParser:
@@ -153,21 +148,15 @@ class BlockParser:
         return self._decoder
 
     def parse(self, items: Sequence[bytes | dict[str, Any]], source: str,
-              first_line: int, block: bytes | None = None, ends: Any = None,
-              skip: Mapping[tuple[str, str], Any] | None = None) -> BlockResult:
+              first_line: int, block: bytes | None = None, ends: Any = None) -> BlockResult:
         """The chunk's records: one decoder call for a clean block of lines, else line
         by line (decoder, then the schema for what the decoder refuses). `block`, when
         given, is `b"\n".join(items)`; with `ends` (the offsets of its newlines) the
         block is not cut into `items` yet, and only a block that needs the line-by-line
-        path is cut.
-
-        `skip`: a counted record whose (tool, failure mode) it maps to a true value is
-        validated and counted as valid like any other, but set aside instead of kept:
-        only its ts is listed (`BlockResult.skipped_ts`), with that value (`skipped`). A
-        caller that knows those keys to be disarmed for good needs no more of it."""
+        path is cut."""
         out = BlockResult()
         if ends is not None and block is not None:
-            if self._fast_uncut(block, ends, out, skip):
+            if self._fast_uncut(block, ends, out):
                 self.blocks_fast += 1
                 return out
             out = BlockResult()
@@ -175,12 +164,10 @@ class BlockParser:
         if items and type(items[0]) is bytes and \
                 self._fast_block(items, out, block):  # type: ignore[arg-type]
             self.blocks_fast += 1
-        else:
-            self.blocks_by_line += 1
-            out = BlockResult()
-            self._by_line(items, source, first_line, out)
-        if skip:
-            _set_aside(out, skip)
+            return out
+        self.blocks_by_line += 1
+        out = BlockResult()
+        self._by_line(items, source, first_line, out)
         return out
 
     # -- one call per block ------------------------------------------------------------
@@ -214,8 +201,7 @@ class BlockParser:
                        if (rec := records[i]).outcome in counts]
         return True
 
-    def _fast_uncut(self, block: bytes, ends: Any, out: BlockResult,
-                    skip: Mapping[tuple[str, str], Any] | None = None) -> bool:
+    def _fast_uncut(self, block: bytes, ends: Any, out: BlockResult) -> bool:
         """`_fast_block` for a block not cut into lines: the line checks are made on
         the newline offsets, and only the counted records' lines are sliced out."""
         view = np.frombuffer(block, np.uint8)
@@ -232,22 +218,14 @@ class BlockParser:
             return False
         records, max_ts, modes = decoded
         if self._infer and self._any_inferred(records):
-            if not self._fast_with_inference(block.split(b"\n"), records, out, 0, max_ts):
-                return False
-            if skip:
-                _set_aside(out, skip)
-            return True
+            return self._fast_with_inference(block.split(b"\n"), records, out, 0, max_ts)
         counts = self.count_outcomes
-        out.valid, out.max_ts = len(records), max_ts
-        counted = [i for i in compress(range(len(records)), modes)
-                   if records[i].outcome in counts]
-        if skip:
-            counted = _kept(records, counted, skip, out)
-        if not counted:
-            return True
         cuts = [-1, *ends.tolist(), len(block)]
-        out.counted = [(block[cuts[i] + 1:cuts[i + 1]], (rec := records[i]).tool,  # type: ignore[misc]
-                        rec.failure_mode, rec.ts, rec.session_id) for i in counted]
+        out.valid, out.max_ts = len(records), max_ts
+        out.counted = [(block[cuts[i] + 1:cuts[i + 1]], rec.tool, rec.failure_mode,  # type: ignore[misc]
+                        rec.ts, rec.session_id)
+                       for i in compress(range(len(records)), modes)
+                       if (rec := records[i]).outcome in counts]
         return True
 
     def _decoded(self, block: bytes,
@@ -373,34 +351,6 @@ class BlockParser:
                 or (rec.id is not None and not _ids_lower_hex([rec]))):
             return None
         return rec
-
-
-def _kept(records: list[_Record], counted: list[int], skip: Mapping[tuple[str, str], Any],
-          out: BlockResult) -> list[int]:
-    """The indexes in `counted` of the records not set aside; those set aside go to
-    `out.skipped` (see `BlockParser.parse`). In C passes: most counted records are set
-    aside once their keys have fired."""
-    chosen = list(map(records.__getitem__, counted))
-    groups = list(map(skip.get, zip(map(_TOOL, chosen), map(_MODE, chosen),
-                                    strict=True)))
-    if not any(groups):  # a group is a true value (see `parse`)
-        return counted
-    out.skipped.extend(filter(None, groups))
-    out.skipped_ts.extend(compress(map(_TS, chosen), groups))
-    return list(compress(counted, map(is_, groups, repeat(None))))
-
-
-def _set_aside(out: BlockResult, skip: Mapping[tuple[str, str], Any]) -> None:
-    """Move the counted records that `skip` names from `out.counted` to `out.skipped`."""
-    kept: list[Candidate] = []
-    for cand in out.counted:
-        group = skip.get((cand[1], cand[2]))
-        if not group:
-            kept.append(cand)
-        else:
-            out.skipped.append(group)
-            out.skipped_ts.append(cand[3])
-    out.counted = kept
 
 
 def _lines_within_limit(block: bytes, lines: Sequence[bytes]) -> bool:

@@ -33,11 +33,9 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
-import operator
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from itertools import islice
 from typing import Any, Final, Literal
 
 import orjson
@@ -281,10 +279,6 @@ class Observation:
     event: BINEvent | None = None
 
 
-_ARMED = operator.attrgetter("armed")
-_NEWEST = operator.attrgetter("newest")
-
-
 @dataclass
 class Detector:
     """Keyed FRICTION-DETECT state over any set of keys (a whole stream or one shard)."""
@@ -345,38 +339,6 @@ class Detector:
         if not self.external_clock and ts > self.max_ts:
             self.max_ts = ts
         self.stats.disarmed += 1
-        return True
-
-    def ignores_all(self, keys: list[Key], stamps: list[int]) -> bool:
-        """`ignores` for each (key, ts) in arrival order, when every key is disarmed;
-        False, and nothing changed, if one is not. For a caller that set aside the
-        counted records of keys it knew to be disarmed for good."""
-        last = dict(zip(keys, stamps, strict=True))  # each key's last ts
-        try:
-            states = list(map(self.keys.__getitem__, last))
-        except KeyError:
-            return False
-        if any(map(_ARMED, states)):
-            return False
-        first, highest = min(stamps, default=0), max(stamps, default=0)
-        if first >= max(map(_NEWEST, states), default=-math.inf) and \
-                all(map(operator.le, stamps, islice(stamps, 1, None))):
-            # No ts is below its key's newest before it, so none is beyond lateness,
-            # and a key's newest is its last ts (the common case: a replay in ts order).
-            for state, ts in zip(states, last.values(), strict=True):
-                state.newest = ts
-        else:
-            by_key, lateness, beyond = self.keys, self.params.allowed_lateness_ms, 0
-            for key, ts in zip(keys, stamps, strict=True):
-                state = by_key[key]
-                if ts < state.newest - lateness:
-                    beyond += 1
-                if ts > state.newest:
-                    state.newest = ts
-            self.stats.beyond_lateness += beyond
-        if not self.external_clock and highest > self.max_ts:
-            self.max_ts = highest
-        self.stats.disarmed += len(stamps)
         return True
 
     def rearm(self, key: Key, fired_epoch: int) -> bool:

@@ -8,24 +8,22 @@ store: pickle stores a class by its import path, and an earlier format (binloop'
 `binloop.core.detection` moved. A format-1 store is still read while those classes can be
 imported; otherwise, and for any other unknown content, loading refuses with one line.
 
-Format 5:
+Format 4:
 
-    {"format": "binloop.shard/5", "params": {DetectionParams fields}, "shards": N,
+    {"format": "binloop.shard/4", "params": {DetectionParams fields}, "shards": N,
      "detector": {"max_ts", "keys": [[tool, mode, armed, epoch, recent ids,
                   window or None, newest ts of the key], ...]},
      "next_seq": {partition: seq}, "partition_ts": {partition: ts},
      "pending": [CHUNK, ...], "released": [partition, ...], "held": {partition: [CHUNK, ...]}}
 
     CHUNK = [partition, seq, start_seq, max_ts, [[tool, mode, item, record tool,
-             record mode, ts, session_id], ...], waits_for or None, releases
-             (, [[[tool, mode], ...], [ts, ...]]: the keys and ts of the counted
-             records set aside for keys disarmed for good, when there are any)]
+             record mode, ts, session_id], ...], waits_for or None, releases]
 
 `released`/`held` and a chunk's `waits_for`/`releases` are the backlog order of a NATS
 stream adopted with telemetry stored before it was partitioned (`flows.nats_source`).
-Format 4 is format 5 with no records set aside. Format 3 (before every key kept its own
-clock: no newest ts per key, a global `next_sweep`) and format 2 (also without the
-backlog order: nothing held, nothing released) are converted on load.
+Format 3 (before every key kept its own clock: no newest ts per key, a global
+`next_sweep`) and format 2 (also without the backlog order: nothing held, nothing
+released) are converted on load.
 
 Windows: ["global", newest, slice] | ["session", newest, sweep_at, [[session_id, slice],
 ...]] | ["sliding", newest, arrivals, last_ts, [[ts, arrival, record], ...]], a slice
@@ -52,10 +50,8 @@ from binloop.core.detection import (
 )
 from binloop.core.window import WindowSpec
 
-FORMAT: Final = "binloop.shard/5"
-# The format before records were set aside, the one before the per-key clocks, and the
-# one before the backlog order (converted).
-FORMAT_4: Final = "binloop.shard/4"
+FORMAT: Final = "binloop.shard/4"
+# The format before the per-key clocks, and the one before the backlog order (converted).
 FORMAT_3: Final = "binloop.shard/3"
 FORMAT_2: Final = "binloop.shard/2"
 
@@ -113,24 +109,18 @@ def dump_shard(state: Any) -> dict[str, Any]:
 
 
 def _chunk_to_plain(chunk: Any) -> list[Any]:
-    plain = [chunk.partition, chunk.seq, chunk.start_seq, chunk.max_ts,
-             [[key[0], key[1], *cand] for key, cand in chunk.records],
-             getattr(chunk, "waits_for", None), bool(getattr(chunk, "releases", False))]
-    ignored = getattr(chunk, "ignored", None)
-    if ignored:  # the records set aside for keys disarmed for good: keys, ts
-        plain.append([[list(key) for key in ignored[0]], list(ignored[1])])
-    return plain
+    return [chunk.partition, chunk.seq, chunk.start_seq, chunk.max_ts,
+            [[key[0], key[1], *cand] for key, cand in chunk.records],
+            getattr(chunk, "waits_for", None), bool(getattr(chunk, "releases", False))]
 
 
 def _chunk_from_plain(plain: list[Any], chunk_type: Any) -> Any:
     partition, seq, start_seq, max_ts, records, *order = plain
-    waits_for, releases, *rest = order if order else (None, False)
-    ignored = ([(k_tool, k_mode) for k_tool, k_mode in rest[0][0]], list(rest[0][1])) \
-        if rest else None
+    waits_for, releases = order if order else (None, False)
     return chunk_type(partition, seq,
                       [((k_tool, k_mode), (item, tool, mode, ts, session))
                        for k_tool, k_mode, item, tool, mode, ts, session in records],
-                      start_seq, max_ts, waits_for, bool(releases), ignored)
+                      start_seq, max_ts, waits_for, bool(releases))
 
 
 def load_shard(snapshot: Any, params: DetectionParams, state_type: Any,
@@ -143,9 +133,7 @@ def load_shard(snapshot: Any, params: DetectionParams, state_type: Any,
     if isinstance(snapshot, dict) and snapshot.get("format") == FORMAT_2:
         snapshot = {**snapshot, "format": FORMAT_3, "released": [], "held": {}}
     if isinstance(snapshot, dict) and snapshot.get("format") == FORMAT_3:
-        snapshot = {**snapshot, "format": FORMAT_4}  # keys without a newest ts: none seen
-    if isinstance(snapshot, dict) and snapshot.get("format") == FORMAT_4:
-        snapshot = {**snapshot, "format": FORMAT}  # no chunk has records set aside
+        snapshot = {**snapshot, "format": FORMAT}  # keys without a newest ts: none seen
     if not isinstance(snapshot, dict) or snapshot.get("format") != FORMAT:
         found = snapshot.get("format") if isinstance(snapshot, dict) else type(snapshot).__name__
         raise SnapshotError(f"recovery store: shard snapshot format {found!r} is not "
