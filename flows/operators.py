@@ -41,6 +41,7 @@ from binloop.replay.readers import RawChunk
 from binloop.replay.strided import numbered
 
 PARTITION_IDLE_S = 30.0
+_NO_STATS = DetectorStats()
 
 
 def shard_of(key: Key, shards: int) -> str:
@@ -286,7 +287,7 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
                 detector.rearm(value.key, value.fired_epoch)
             else:
                 detector.disarm(value.key, value.epoch)
-        if detector.stats != DetectorStats():
+        if detector.stats != _NO_STATS:
             out.append(detector.stats)
         return out, StatefulBatchLogic.RETAIN
 
@@ -315,7 +316,8 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
                                 and chunk.waits_for not in state.released):
             state.held.setdefault(chunk.partition, []).append(chunk)
             return
-        self._apply(chunk.records, out)
+        if chunk.records:  # (most chunks bring a shard nothing to apply)
+            self._apply(chunk.records, out)
         self._note_progress(chunk)
         if chunk.releases and chunk.partition not in state.released:
             state.released.add(chunk.partition)

@@ -36,10 +36,10 @@ from operator import attrgetter
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
-import numpy as np
 import orjson
 
 from binloop.core.classify import GIVEN, INFER
+from binloop.core.lean_numpy import np
 from binloop.core.schema import (
     FAILURE_MODE_MAX_CHARS,
     LINE_MAX_BYTES,

@@ -49,10 +49,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, NoReturn
 
-import numpy as np
 import orjson
 
 from binloop.core.errors import InputError
+from binloop.core.lean_numpy import np
 from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import DeadLetter
 
