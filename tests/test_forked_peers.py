@@ -35,8 +35,13 @@ def test_a_forked_peer_is_watched_and_stopped() -> None:
 
     seen: list[int] = []
     called = threading.Event()
+
+    def failed(code: int) -> None:
+        seen.append(code)
+        called.set()
+
     failing = fork_peer(fails_later)
-    watch_peers([failing], lambda code: (seen.append(code), called.set()))
+    watch_peers([failing], failed)
     assert called.wait(30) and seen == [4]
 
     sleeper = fork_peer(lambda: time.sleep(60))
