@@ -110,6 +110,9 @@ class ForkedPeer:
         if self.poll() is None:
             os.kill(self.pid, sig)
 
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
