@@ -35,14 +35,20 @@ def cluster_commands(flow_ref: str, processes: int, workers: int,
     return [[*base, "-i", str(i), "-a", addresses] for i in range(processes)]
 
 
-def start_peers(flow_ref: str, processes: int, workers: int,
-                env: Mapping[str, str]) -> tuple[list[str], list[subprocess.Popen[bytes]]]:
-    """Processes 1..n-1 of a local cluster whose process 0 the caller runs itself (it
-    then pays no second interpreter start): the cluster's addresses, and the peers."""
-    commands = cluster_commands(flow_ref, processes, workers)
-    addresses = commands[0][commands[0].index("-a") + 1].split(";")
+def start_peers(flow_ref: str, addresses: Sequence[str], workers: int,
+                env: Mapping[str, str]) -> list[subprocess.Popen[bytes]]:
+    """Processes 1..n-1 of the local cluster at `addresses` whose process 0 the caller
+    runs itself, each a `python -m bytewax.run` of its own (where `can_fork` is False)."""
+    base = [sys.executable, "-m", "bytewax.run", flow_ref, "-w", str(workers)]
     full_env = {**os.environ, **env}
-    return addresses, [subprocess.Popen(cmd, env=full_env) for cmd in commands[1:]]
+    return [subprocess.Popen([*base, "-i", str(i), "-a", ";".join(addresses)], env=full_env)
+            for i in range(1, len(addresses))]
+
+
+def can_fork() -> bool:
+    """Whether this process can fork its cluster's peers: POSIX, and no other thread
+    runs (a thread's locks would be copied held into the child)."""
+    return hasattr(os, "fork") and threading.active_count() == 1
 
 
 def wait_for_listeners(addresses: Sequence[str], timeout_s: float = 5.0) -> bool:

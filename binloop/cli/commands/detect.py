@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -83,7 +84,7 @@ def _run_here(config: Config, addresses: list[str] | None = None) -> None:
     flow is built (they pay no interpreter start-up and no imports of their own)."""
     from bytewax.run import cli_main
 
-    from binloop.ops.cluster import fork_peer, wait_for_listeners
+    from binloop.ops.cluster import can_fork, fork_peer, start_peers, wait_for_listeners
     from binloop.ops.memory_tuning import tune_for_dataflow
     from flows.detect import build_flow
 
@@ -102,13 +103,17 @@ def _run_here(config: Config, addresses: list[str] | None = None) -> None:
     if addresses is None:
         run(None)
         return
-    peers: list[ForkedPeer] = [
-        fork_peer(partial(run, process_id), lambda exc: str(unwrap_flow_error(exc)))
-        for process_id in range(1, len(addresses))]
+    peers: Sequence[ForkedPeer | subprocess.Popen[bytes]]
+    if can_fork():
+        peers = [fork_peer(partial(run, process_id), lambda exc: str(unwrap_flow_error(exc)))
+                 for process_id in range(1, len(addresses))]
+    else:  # another thread runs (an embedding program): peers of their own
+        peers = start_peers("flows.detect:flow", addresses, config.workers, config.to_env())
     _run_as_process_0(peers, partial(run, 0))
 
 
-def _run_as_process_0(peers: Sequence[ForkedPeer], run_process_0: Callable[[], None]) -> None:
+def _run_as_process_0(peers: Sequence[ForkedPeer | subprocess.Popen[bytes]],
+                      run_process_0: Callable[[], None]) -> None:
     """Run process 0 of a local cluster here while watching its `peers`: a failed peer
     ends the command (process 0 would wait for it for ever)."""
     from binloop.ops.cluster import stop_peers, watch_peers

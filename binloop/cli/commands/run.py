@@ -192,7 +192,13 @@ def _run_cluster(config: Config) -> None:
 
     import flows.live  # noqa: F401
     from binloop.core.errors import EX_SOFTWARE
-    from binloop.ops.cluster import fork_peer, free_ports, stop_peers, wait_for_listeners
+    from binloop.ops.cluster import (
+        can_fork,
+        fork_peer,
+        free_ports,
+        stop_peers,
+        wait_for_listeners,
+    )
     from binloop.ops.operations import Operations  # noqa: F401
     from binloop.ops.shutdown import stop_requested
 
@@ -204,7 +210,15 @@ def _run_cluster(config: Config) -> None:
         wait_for_listeners(addresses[:process_id])
         _run_in_process(_process_config(config, process_id), process_id, addresses)
 
-    peers = [fork_peer(partial(run_peer, i)) for i in range(1, config.processes)]
+    peers: Sequence[subprocess.Popen[bytes] | ForkedPeer]
+    if can_fork():
+        peers = [fork_peer(partial(run_peer, i)) for i in range(1, config.processes)]
+    else:  # another thread runs (an embedding program): `python -m` peers of their own
+        env = {**os.environ, **config.to_env()}
+        peers = [subprocess.Popen(
+            [sys.executable, "-m", "binloop.cli.commands.run", str(i), ";".join(addresses)],
+            env={**env, **_process_config(config, i).to_env()})
+            for i in range(1, config.processes)]
     done = threading.Event()
 
     def watch() -> None:
