@@ -62,9 +62,9 @@ def test_ipv6_addresses() -> None:
 
 
 def test_a_local_cluster_serves_metrics_on_consecutive_ports() -> None:
-    from binloop.cli.commands.run import _process_env
+    from binloop.cli.commands.run import _process_config
 
     config = load_config({"metrics_port": "9100", "processes": "3"}, env={})
-    assert [_process_env(config, i) for i in range(3)] == [
-        {"BINLOOP_METRICS_PORT": str(9100 + i)} for i in range(3)]
-    assert _process_env(config.replace(metrics_port=0), 1) == {}
+    assert [_process_config(config, i).metrics_port for i in range(3)] == [9100, 9101, 9102]
+    assert _process_config(config, 1).to_env()["BINLOOP_METRICS_PORT"] == "9101"
+    assert _process_config(config.replace(metrics_port=0), 1).metrics_port == 0

@@ -283,3 +283,26 @@ def test_a_peer_that_fails_is_reported_while_process_0_waits() -> None:
     called = threading.Event()
     watch_peers([peer], lambda code: (seen.append(code), called.set()))
     assert called.wait(30) and seen == [3]
+
+
+def test_detect_beside_another_thread_starts_its_peer_as_a_process_of_its_own(
+        telemetry: Path, tmp_path: Path, reference: Outcome) -> None:
+    """A caller with a thread running cannot fork (the thread's locks would be copied
+    held): `detect` then starts `python -m bytewax.run` peers; the same events."""
+    import threading
+
+    from binloop.cli.commands.detect import detect
+    from binloop.ops.cluster import can_fork
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not can_fork()
+        config = engine_config(telemetry, tmp_path / "t", processes=2, engine="bytewax")
+        summary = detect(config)
+    finally:
+        stop.set()
+        other.join()
+    assert by_event_id(read_jsonl(config.out)) == by_event_id(reference.events)
+    assert summary.records_read == reference.counters["records_read"]

@@ -1,7 +1,9 @@
-"""Run a Bytewax flow as a local cluster of processes (`python -m bytewax.run`)."""
+"""Run a Bytewax flow as a local cluster of processes (`python -m bytewax.run`, or
+processes forked from the caller once it has imported and built the flow)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -33,17 +35,127 @@ def cluster_commands(flow_ref: str, processes: int, workers: int,
     return [[*base, "-i", str(i), "-a", addresses] for i in range(processes)]
 
 
-def start_peers(flow_ref: str, processes: int, workers: int,
-                env: Mapping[str, str]) -> tuple[list[str], list[subprocess.Popen[bytes]]]:
-    """Processes 1..n-1 of a local cluster whose process 0 the caller runs itself (it
-    then pays no second interpreter start): the cluster's addresses, and the peers."""
-    commands = cluster_commands(flow_ref, processes, workers)
-    addresses = commands[0][commands[0].index("-a") + 1].split(";")
+def start_peers(flow_ref: str, addresses: Sequence[str], workers: int,
+                env: Mapping[str, str]) -> list[subprocess.Popen[bytes]]:
+    """Processes 1..n-1 of the local cluster at `addresses` whose process 0 the caller
+    runs itself, each a `python -m bytewax.run` of its own (where `can_fork` is False)."""
+    base = [sys.executable, "-m", "bytewax.run", flow_ref, "-w", str(workers)]
     full_env = {**os.environ, **env}
-    return addresses, [subprocess.Popen(cmd, env=full_env) for cmd in commands[1:]]
+    return [subprocess.Popen([*base, "-i", str(i), "-a", ";".join(addresses)], env=full_env)
+            for i in range(1, len(addresses))]
 
 
-def watch_peers(peers: Sequence[subprocess.Popen[bytes]],
+def can_fork() -> bool:
+    """Whether this process can fork its cluster's peers: POSIX, and no other thread
+    runs (a thread's locks would be copied held into the child)."""
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+def wait_for_listeners(addresses: Sequence[str], timeout_s: float = 5.0) -> bool:
+    """Wait until every `host:port` of this machine's `addresses` is listening (read
+    from `/proc/net/tcp*`, never by connecting: a Bytewax process takes any connection
+    to its port as a peer's); False after `timeout_s` or where the kernel does not say.
+
+    A Bytewax process connects to the processes below it and, when one is not yet
+    listening, retries only after a second: a peer forked a few milliseconds before
+    process 0 binds its port would otherwise lose that second.
+    """
+    wanted = {int(address.rpartition(":")[2]) for address in addresses}
+    deadline = time.monotonic() + timeout_s
+    while wanted:
+        try:
+            wanted -= _listening_ports()
+        except OSError:
+            return False
+        if not wanted:
+            break
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+def _listening_ports() -> set[int]:
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table, encoding="ascii") as rows:
+            next(rows)
+            for row in rows:
+                fields = row.split(None, 4)
+                if fields[3] == "0A":  # TCP_LISTEN
+                    ports.add(int(fields[1].rpartition(":")[2], 16))
+    return ports
+
+
+class ForkedPeer:
+    """A process forked from this one (`fork_peer`), seen through the part of
+    `subprocess.Popen` that `watch_peers` and `stop_peers` use."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._lock = threading.Lock()  # the watcher thread and the caller both reap
+
+    def poll(self) -> int | None:
+        with self._lock:
+            if self.returncode is None:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"process {self.pid}", timeout or 0.0)
+            time.sleep(0.01)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def fork_peer(run: Callable[[], None], describe: Callable[[BaseException], str] = str,
+              ) -> ForkedPeer:
+    """`run()` in a child forked from this process, which exits with its outcome: 0, the
+    code of a `SystemExit`, 130 on Ctrl-C, 1 (with a one-line error) on any other error.
+
+    The child starts with everything this process imported and built (a Bytewax
+    process's start-up is mostly imports: 0.3-0.5 CPU-s here), so fork only from the
+    main thread, before starting threads or opening connections. It never unwinds the
+    caller's stack (no `finally`, no `atexit` of the parent runs in it).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid:
+        return ForkedPeer(pid)
+    code = 1
+    try:
+        run()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException as exc:
+        print(f"binloop: error: {describe(exc)}", file=sys.stderr)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to add
+                stream.flush()
+        os._exit(code)
+
+
+def watch_peers(peers: Sequence[subprocess.Popen[bytes] | ForkedPeer],
                 on_failure: Callable[[int], None]) -> threading.Event:
     """Call `on_failure(code)` from a watcher thread if a peer exits non-zero (process 0,
     running in the caller, would otherwise wait for it for ever); set the returned event
@@ -82,7 +194,8 @@ def run_cluster(flow_ref: str, processes: int, workers: int, env: Mapping[str, s
         raise
 
 
-def stop_peers(procs: Sequence[subprocess.Popen[bytes]], sig: int = signal.SIGTERM) -> None:
+def stop_peers(procs: Sequence[subprocess.Popen[bytes] | ForkedPeer],
+               sig: int = signal.SIGTERM) -> None:
     """Stop the processes that still run (`sig`, then SIGKILL after 10 s)."""
     for proc in procs:
         if proc.poll() is None:

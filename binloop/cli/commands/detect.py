@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from binloop.core.config import Config, add_arguments, load_config
 from binloop.core.errors import EX_DATAERR, EX_SOFTWARE
+
+if TYPE_CHECKING:
+    from binloop.ops.cluster import ForkedPeer
 
 
 def register(subparsers: Any) -> None:
@@ -64,35 +70,53 @@ def run_bytewax(config: Config) -> Any:
             if DEFERRED_ERRORS:
                 raise DEFERRED_ERRORS[0]
         else:
-            _run_as_process_0(config)
+            from binloop.ops.cluster import free_ports
+
+            _run_here(config, [f"127.0.0.1:{port}" for port in free_ports(config.processes)])
         summary = read_summary(summary_path)
         summary.elapsed_s = time.perf_counter() - started
         return summary
 
 
 def _run_here(config: Config, addresses: list[str] | None = None) -> None:
-    """The dataflow in this process: all of it, or process 0 of the cluster `addresses`."""
+    """The dataflow in this process: all of it (no `addresses`), or, of a local cluster
+    at `addresses`, process 0 here and processes 1..n-1 forked from this one once the
+    flow is built (they pay no interpreter start-up and no imports of their own)."""
     from bytewax.run import cli_main
 
+    from binloop.ops.cluster import can_fork, fork_peer, start_peers, wait_for_listeners
     from binloop.ops.memory_tuning import tune_for_dataflow
     from flows.detect import build_flow
 
     flow = build_flow(config)
     tune_for_dataflow()
-    try:
-        cli_main(flow, workers_per_process=config.workers,
-                 process_id=None if addresses is None else 0, addresses=addresses)
-    except Exception as exc:
-        raise unwrap_flow_error(exc) from None
+
+    def run(process_id: int | None) -> None:
+        if addresses is not None and process_id:
+            wait_for_listeners(addresses[:process_id])
+        try:
+            cli_main(flow, workers_per_process=config.workers, process_id=process_id,
+                     addresses=addresses)
+        except Exception as exc:
+            raise unwrap_flow_error(exc) from None
+
+    if addresses is None:
+        run(None)
+        return
+    peers: Sequence[ForkedPeer | subprocess.Popen[bytes]]
+    if can_fork():
+        peers = [fork_peer(partial(run, process_id), lambda exc: str(unwrap_flow_error(exc)))
+                 for process_id in range(1, len(addresses))]
+    else:  # another thread runs (an embedding program): peers of their own
+        peers = start_peers("flows.detect:flow", addresses, config.workers, config.to_env())
+    _run_as_process_0(peers, partial(run, 0))
 
 
-def _run_as_process_0(config: Config) -> None:
-    """A local cluster whose process 0 is this one: the other processes are started
-    first (their start-up overlaps ours), this process runs its share in place."""
-    from binloop.ops.cluster import start_peers, stop_peers, watch_peers
-
-    addresses, peers = start_peers("flows.detect:flow", config.processes, config.workers,
-                                   config.to_env())
+def _run_as_process_0(peers: Sequence[ForkedPeer | subprocess.Popen[bytes]],
+                      run_process_0: Callable[[], None]) -> None:
+    """Run process 0 of a local cluster here while watching its `peers`: a failed peer
+    ends the command (process 0 would wait for it for ever)."""
+    from binloop.ops.cluster import stop_peers, watch_peers
 
     def peer_failed(code: int) -> None:
         # Process 0 cannot be stopped from another thread while it waits for its peer.
@@ -102,7 +126,7 @@ def _run_as_process_0(config: Config) -> None:
 
     watching = watch_peers(peers, peer_failed)
     try:
-        _run_here(config, addresses)
+        run_process_0()
         watching.set()
         codes = [peer.wait() for peer in peers]
         if any(codes):

@@ -8,11 +8,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from binloop.core.config import Config, add_arguments, load_config
 from binloop.core.errors import ServiceUnavailable, UsageError
+
+if TYPE_CHECKING:
+    from binloop.ops.cluster import ForkedPeer
 
 NEEDS_LIBRARY = ("--library DIR is required to build tools for the events (or run the "
                  "detector alone with --no-build)")
@@ -175,25 +179,46 @@ def _run_in_process(config: Config, process_id: int | None = None,
 
 
 def _run_cluster(config: Config) -> None:
-    """A local cluster whose process 0 is this one: processes 1..N-1 (`python -m
-    binloop.cli.commands.run I ADDRESSES`, configured through the environment) are
-    started first, so that their start-up overlaps ours, and this process runs its
-    share in place (no second interpreter start). A signal stops this process's
-    sources cleanly and is passed on to the others, which then do the same."""
+    """A local cluster whose process 0 is this one: processes 1..N-1 are forked from
+    this process once it has imported the job (they pay no interpreter start-up and no
+    imports of their own) and each waits until the processes below it listen; this
+    process runs its share in place. A signal stops this process's sources cleanly and
+    is passed on to the others, which then do the same."""
     import os
     import threading
+    from functools import partial
 
+    import bytewax.run  # noqa: F401 - imported once, here, for the forked processes
+
+    import flows.live  # noqa: F401
     from binloop.core.errors import EX_SOFTWARE
-    from binloop.ops.cluster import free_ports, stop_peers
+    from binloop.ops.cluster import (
+        can_fork,
+        fork_peer,
+        free_ports,
+        stop_peers,
+        wait_for_listeners,
+    )
+    from binloop.ops.operations import Operations  # noqa: F401
     from binloop.ops.shutdown import stop_requested
 
     if config.recovery_dir:  # once, before the processes race to create it
         config = init_recovery_store(config)
     addresses = [f"127.0.0.1:{port}" for port in free_ports(config.processes)]
-    env = {**os.environ, **config.to_env()}
-    peers = [subprocess.Popen([sys.executable, "-m", "binloop.cli.commands.run", str(i),
-                               ";".join(addresses)], env={**env, **_process_env(config, i)})
-             for i in range(1, config.processes)]
+
+    def run_peer(process_id: int) -> None:
+        wait_for_listeners(addresses[:process_id])
+        _run_in_process(_process_config(config, process_id), process_id, addresses)
+
+    peers: Sequence[subprocess.Popen[bytes] | ForkedPeer]
+    if can_fork():
+        peers = [fork_peer(partial(run_peer, i)) for i in range(1, config.processes)]
+    else:  # another thread runs (an embedding program): `python -m` peers of their own
+        env = {**os.environ, **config.to_env()}
+        peers = [subprocess.Popen(
+            [sys.executable, "-m", "binloop.cli.commands.run", str(i), ";".join(addresses)],
+            env={**env, **_process_config(config, i).to_env()})
+            for i in range(1, config.processes)]
     done = threading.Event()
 
     def watch() -> None:
@@ -224,14 +249,14 @@ def _run_cluster(config: Config) -> None:
         raise RuntimeError(f"a Bytewax process exited with code {failed}")
 
 
-def _process_env(config: Config, process_id: int) -> dict[str, str]:
+def _process_config(config: Config, process_id: int) -> Config:
     """Process i of a local cluster serves its metrics on `--metrics-port` + i."""
     if not config.metrics_port:
-        return {}
-    return {"BINLOOP_METRICS_PORT": str(config.metrics_port + process_id)}
+        return config
+    return config.replace(metrics_port=config.metrics_port + process_id)
 
 
-def _wait_all(procs: list[subprocess.Popen[bytes]]) -> int:
+def _wait_all(procs: Sequence[subprocess.Popen[bytes] | ForkedPeer]) -> int:
     """Wait for every process; when one fails, stop the others. Returns the first failure."""
     while True:
         codes = [p.poll() for p in procs]
