@@ -232,6 +232,10 @@ DISAGREEING_LINES = (
     '{' + _BASE + ',"args":{"a":1},"args":[1]}',
     '{' + _BASE + ',"id":"' + "A" * 64 + '"}',
     '{' + _BASE + ',"id":"' + "g" * 64 + '"}',
+    '{' + _BASE + ',"id":"' + "a" * 63 + '"}',
+    '{' + _BASE + ',"id":"' + "a" * 65 + '"}',
+    '{' + _BASE + ',"id":"\\u0061' + "a" * 63 + '"}',  # an escape: read as the schema reads it
+    '{' + _BASE + ',"id":"' + "a" * 32 + "A" * 32 + '"}',
     '{' + _BASE.replace('"failure"', '"FAILURE"') + '}',
     '{' + _BASE.replace('"ARGS.x"', '"args.x"') + '}',
 )

@@ -531,23 +531,26 @@ def _doubtful(any_char: str) -> str:
     any value into a string) must show a value of its type right after its key,
     wherever it occurs: a string or null; `session_id` a string or an integer of at
     most 18 digits (polars writes `1.0` as 1); `args` an object or null; `duration_ms`
-    a non-negative integer of at most 19 digits (within orjson's integers) or null.
-    polars has read the line as JSON: after a key and its colon, `n` is null, `"` a
-    string, `{` an object. `any_char` is what may stand between two keys (a line, or
-    a block of them: not a newline)."""
+    a non-negative integer of at most 19 digits (within orjson's integers) or null;
+    `id` a string of 64 lower-case hex digits (checked here, in the pass the line takes
+    anyway, rather than in a second pass over the ids) or null. polars has read the
+    line as JSON: after a key and its colon, `n` is null, `"` a string, `{` an object.
+    `any_char` is what may stand between two keys (a line, or a block of them: not a
+    newline)."""
     twice = [f'"{key}"{_W}:{any_char}*"{key}"{_W}:' for key in _READ_SCHEMA]
     escapes = [r"\\u[dD][89a-fA-F]", rf'\\u[0-9a-fA-F]{{4}}[a-zA-Z0-9_\\]*"{_W}:']
     strings = "|".join(_STRING_FIELDS)
     types = [f'"(?:{strings})"{_W}:{_W}[^"n \t\n]',
              f'"session_id"{_W}:{_W}(?:[^"0-9\\- \t]|-?[0-9]{{19}}|-?[0-9]+[.eE])',
              f'"args"{_W}:{_W}[^{{n \t\n]',
-             f'"duration_ms"{_W}:{_W}(?:[^0-9n \t\n]|[0-9]{{20}}|[0-9]+[.eE])']
+             f'"duration_ms"{_W}:{_W}(?:[^0-9n \t\n]|[0-9]{{20}}|[0-9]+[.eE])',
+             # an id that is not 64 lower-case hex digits (the schema lower-cases it)
+             f'"id"{_W}:{_W}"(?:[0-9a-f]{{0,63}}[^0-9a-f]|[0-9a-f]{{64}}[^"])']
     return "|".join([*twice, *escapes, *types])
 
 
 _DOUBTFUL: Final = _doubtful(".")
 _SESSION_STRING: Final = f'"session_id"{_W}:{_W}"'
-_HEX_ID: Final = r"^[0-9a-fA-F]{64}$"
 # An integer session id in a line's text (`_read_values`); the schema to read it as one.
 _INT_SESSION: Final = re.compile(rb'"session_id"[ \t]*:[ \t]*-?[0-9]')
 _INT_SESSION_SCHEMA: Final = {**_READ_SCHEMA, "session_id": pl.Int64}
@@ -667,8 +670,6 @@ def _typed(read: pl.DataFrame, limits: RecordLimits, first_line: int,
             session_str = ~looks_int | pl.col("text").str.contains(_SESSION_STRING)
         else:
             session_str = pl.lit(True)
-    written_id = pl.col("v_id")
-    id_ok = written_id.is_null() | written_id.str.contains(_HEX_ID)
     normal = read.lazy().with_columns(n_outcome=outcome, n_mode=mode,
                                       n_session_str=session_str)
     outcome, mode = pl.col("n_outcome"), pl.col("n_mode")
@@ -680,7 +681,6 @@ def _typed(read: pl.DataFrame, limits: RecordLimits, first_line: int,
         & pl.col("v_tool").str.len_chars().is_between(1, TOOL_MAX_CHARS)
         & outcome.is_not_null()
         & (pl.col("v_failure_mode").is_null() | mode.is_not_null())
-        & id_ok
     )
     if limits.failure_modes != GIVEN:
         # A record whose failure mode is to be inferred takes the slow path, where the
@@ -688,11 +688,10 @@ def _typed(read: pl.DataFrame, limits: RecordLimits, first_line: int,
         inferred = outcome.is_in(sorted(limits.infer_outcomes))
         valid = valid & ~(inferred if limits.failure_modes == INFER else
                           inferred & mode.is_null())
-    lower = read.select(written_id.str.contains("[A-F]").any()).item()
     rows = normal.select(
         "row", "text", "size",
         line=pl.col("row").cast(pl.UInt64) + first_line,
-        id=written_id.str.to_lowercase() if lower else written_id,
+        id="v_id",  # `_DOUBTFUL` let through only 64 lower-case hex digits
         session_id=session,
         session_int=~pl.col("n_session_str"),
         ts=ts.cast(pl.UInt64, strict=False),
