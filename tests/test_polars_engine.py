@@ -232,6 +232,10 @@ DISAGREEING_LINES = (
     '{' + _BASE + ',"args":{"a":1},"args":[1]}',
     '{' + _BASE + ',"id":"' + "A" * 64 + '"}',
     '{' + _BASE + ',"id":"' + "g" * 64 + '"}',
+    '{' + _BASE + ',"id":"' + "a" * 63 + '"}',
+    '{' + _BASE + ',"id":"' + "a" * 65 + '"}',
+    '{' + _BASE + ',"id":"\\u0061' + "a" * 63 + '"}',  # an escape: read as the schema reads it
+    '{' + _BASE + ',"id":"' + "a" * 32 + "A" * 32 + '"}',
     '{' + _BASE.replace('"failure"', '"FAILURE"') + '}',
     '{' + _BASE.replace('"ARGS.x"', '"args.x"') + '}',
 )
@@ -245,3 +249,85 @@ def test_lines_read_differently_by_polars_are_read_as_the_schema_reads_them(
     # among clean lines, so that the block is read by polars at all
     path.write_bytes(f"{clean}\n{line}\n{clean}\n".encode())
     assert_loads_like_reference(path, RecordLimits())
+
+
+def test_integer_session_ids_are_read_as_integers_and_mixed_blocks_leniently(
+        tmp_path: Path) -> None:
+    """A block whose first line has an integer session id is read with integer session
+    ids (no per-line search for a quoted one); one where some id is a string (or of
+    another type) is read again leniently, and every line still as the reference reads
+    it: 1 and "1" stay different sessions."""
+    ints = [f'{{"session_id":{i},"ts":{1700000000000 + i},"tool":"t","outcome":"failure",'
+            f'"failure_mode":"ARGS.x"}}' for i in range(6)]
+    block = "\n".join(ints).encode() + b"\n"
+    values, session_ints = polars_load._read_values(block)
+    assert session_ints and values["session_id"].to_list() == [str(i) for i in range(6)]
+    for odd in ('"1"', "1.0", "true", '"s"'):
+        mixed = [*ints, ints[1].replace('"session_id":1', f'"session_id":{odd}')]
+        values, session_ints = polars_load._read_values("\n".join(mixed).encode())
+        assert not session_ints
+        path = tmp_path / "mixed.jsonl"
+        path.write_text("\n".join(mixed) + "\n")
+        loaded = assert_loads_like_reference(path, RecordLimits())
+        assert loaded.frame["session_int"].to_list()[:6] == [True] * 6
+    # a first line with a string id: read leniently at once
+    assert not polars_load._read_values(block.replace(b'"session_id":0', b'"session_id":"0"'))[1]
+
+
+def test_outcomes_and_modes_are_decided_once_per_distinct_value() -> None:
+    """Values already in their normal form are kept as they are; rejected ones are null;
+    others are normalised by the schema's own function."""
+    frame = pl.DataFrame({"o": ["success", "failure", None, "success"]})
+    decide = polars_load._normal_outcome
+    expr = polars_load._decided(frame["o"], decide)
+    assert str(expr) == str(pl.col("o"))  # kept as it is: no per-row mapping
+    frame = pl.DataFrame({"o": ["success", "bogus", None, "FAILURE"]})
+    assert frame.select(polars_load._decided(frame["o"], decide)).to_series().to_list() == [
+        "success", None, None, "failure"]
+    frame = pl.DataFrame({"o": ["success", "bogus"]})
+    assert frame.select(polars_load._decided(frame["o"], decide)).to_series().to_list() == [
+        "success", None]
+
+
+def test_a_plain_file_replay_does_not_import_numpy(tmp_path: Path) -> None:
+    """Start-up is part of every whole-process figure: the polars engine's path for a
+    plain JSONL file must not pay for numpy's import (~0.1 s)."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(dumps_record(rec(1700000000000 + i, outcome="failure"))
+                              + b"\n" for i in range(50)))
+    out = tmp_path / "events.jsonl"
+    code = ("import sys; from binloop.cli import main; "
+            f"main(['detect', '--input', {str(path)!r}, '--out', {str(out)!r}, "
+            "'--no-progress', '--engine', 'polars', '--window', 'global', '--theta', '3']); "
+            "print('numpy' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    assert result.stdout.split()[-1] == b"False"
+    assert out.read_bytes().count(b"\n") == 1
+
+
+def test_whole_lines_through_one_buffer(tmp_path: Path) -> None:
+    """Blocks end at line ends whatever the buffer size; a line longer than the buffer
+    makes room for itself; a last line without its line end is held (the line reader
+    decides it), and so is a line beyond the line limit."""
+    lines = [b"x" * n for n in (3, 40, 1, 0, 25, 7)]
+    body = b"\n".join(lines) + b"\n" + b"tail"
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(body)
+    for size in (1, 5, 16, 1 << 20):
+        with pytest.MonkeyPatch.context() as patch, open(path, "rb", buffering=0) as file:
+            patch.setattr(polars_load, "READ_BYTES", size)
+            reader = polars_load._WholeLines(file, len(body), 1 << 20)
+            blocks = []
+            while (block := reader.next_block()) is not None:
+                assert block.endswith(b"\n")
+                blocks.append(block)
+            assert b"".join(blocks) == body[:-4] and reader.held == 4
+    with pytest.MonkeyPatch.context() as patch, open(path, "rb", buffering=0) as file:
+        patch.setattr(polars_load, "READ_BYTES", 8)
+        reader = polars_load._WholeLines(file, len(body), 30)
+        assert reader.next_block() == b"xxx\n"  # then a 40-byte line, beyond 30
+        assert reader.next_block() is None and reader.held > 30
+    with open(path, "rb", buffering=0) as file:  # up to the size at open only
+        reader = polars_load._WholeLines(file, 4, 1 << 20)
+        assert reader.next_block() == b"xxx\n" and reader.next_block() is None
+        assert reader.held == 0

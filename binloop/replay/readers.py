@@ -209,6 +209,8 @@ def prefix_text(data: bytes, size: int | None = None) -> str:
 
 def newline_offsets(block: bytes) -> Any:
     """The offsets of `block`'s newlines, found by numpy in one pass (`RawChunk.ends`)."""
+    import numpy as np  # imported when first needed: ~0.1 s of start-up otherwise
+
     return np.flatnonzero(np.frombuffer(block, np.uint8) == 0x0A)
 
 
@@ -655,6 +657,8 @@ class LineSplitter:
         if len(text) - last - 1 > self.max_bytes:
             return None  # the partial last line outgrew: skipped from here, as when cut
         if last > self.max_bytes:
+            import numpy as np
+
             widths = np.diff(newlines, prepend=-1) - 1
             if int(widths.max()) > self.max_bytes:
                 return None
