@@ -52,7 +52,6 @@ from typing import IO, TYPE_CHECKING, Any, Final, NoReturn
 import orjson
 
 from binloop.core.errors import InputError
-from binloop.core.lean_numpy import np
 from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.schema import DeadLetter
 
@@ -209,7 +208,7 @@ def prefix_text(data: bytes, size: int | None = None) -> str:
 
 def newline_offsets(block: bytes) -> Any:
     """The offsets of `block`'s newlines, found by numpy in one pass (`RawChunk.ends`)."""
-    import numpy as np  # imported when first needed: ~0.1 s of start-up otherwise
+    from binloop.core.lean_numpy import np  # imported when first needed: ~0.1 s of start-up
 
     return np.flatnonzero(np.frombuffer(block, np.uint8) == 0x0A)
 
@@ -657,7 +656,7 @@ class LineSplitter:
         if len(text) - last - 1 > self.max_bytes:
             return None  # the partial last line outgrew: skipped from here, as when cut
         if last > self.max_bytes:
-            import numpy as np
+            from binloop.core.lean_numpy import np
 
             widths = np.diff(newlines, prepend=-1) - 1
             if int(widths.max()) > self.max_bytes:
