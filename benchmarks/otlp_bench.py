@@ -9,9 +9,10 @@ over C keep-alive connections to a running `binloop ingest otlp` (one process), 
 each sink: a JSONL file (fsync before every answer) and a real nats-server's JetStream
 stream. The time is from the first request to the last answer (encoding excluded).
 C defaults to 4 (measured on 2 cores: 10, what a Collector in front sends at once by
-default, its exporters' `sending_queue.num_consumers`, gave 6-8% less into NATS). The six cases run in R alternating rounds (each
-case once a round, a new receiver process each time); each case is reported as the
-median of its rounds, with the lowest and highest beside it.
+default, its exporters' `sending_queue.num_consumers`, gave 6-8% less into NATS). The
+six cases run in R alternating rounds (each case once a round, a new receiver process
+each time); each case is reported as the median of its rounds, with the lowest and
+highest beside it.
 In the same run, an anchor: protobuf decoding of the same bodies in one loop, no HTTP
 and no mapping (what any receiver pays at least); figures are reported beside it.
 """
