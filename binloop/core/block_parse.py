@@ -42,6 +42,7 @@ from binloop.core.classify import GIVEN, INFER
 from binloop.core.lean_numpy import np
 from binloop.core.schema import (
     FAILURE_MODE_MAX_CHARS,
+    ID_DIGITS,
     LINE_MAX_BYTES,
     STRING_FIELD_MAX_CHARS,
     TOOL_MAX_CHARS,
@@ -94,7 +95,7 @@ _TS = attrgetter("ts")
 _MODE = attrgetter("failure_mode")
 _IDS = attrgetter("id")
 _ERROR = attrgetter("error")
-_HEX_LOWER: Final = b"0123456789abcdef"
+_ID_DIGITS: Final = ID_DIGITS.encode()
 
 
 # A valid record that counts (outcome in the count set, with a failure mode), before its
@@ -375,7 +376,7 @@ def _ids_lower_hex(records: list[_Record]) -> bool:
     """Whether every id is lower-case hex (the schema lower-cases one). One pass over the
     joined ids: msgspec's `pattern` would call a regex per record, which costs more."""
     ids = "".join(filter(None, map(_IDS, records)))
-    return not ids or (ids.isascii() and not ids.encode().translate(None, _HEX_LOWER))
+    return not ids or (ids.isascii() and not ids.encode().translate(None, _ID_DIGITS))
 
 
 def _ts_bounded(floor: float, max_future_skew_ms: int | None) -> msgspec.json.Decoder[_Record]:

@@ -50,7 +50,8 @@ TS_UNITS: Final = ("auto", "ms", "s")
 _VALID_MODES: dict[frozenset[str], dict[str, str]] = {}
 _VALID_MODES_MAX: Final = 4096
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
-_HEX_LOWER: Final = "0123456789abcdef"
+# The digits of an id taken as it is (the schema lower-cases other hex ids).
+ID_DIGITS: Final = "0123456789abcdef"
 _ABSENT: Final = object()
 _MODE_LEVEL = re.compile(r"[A-Za-z0-9_\-]+")
 
@@ -260,7 +261,7 @@ def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str],
         and (error is None or (type(error) is str and len(error) <= STRING_FIELD_MAX_CHARS))
         and (template is None
              or (type(template) is str and len(template) <= STRING_FIELD_MAX_CHARS))
-        and type(rid) is str and len(rid) == 64 and not rid.strip(_HEX_LOWER)
+        and type(rid) is str and len(rid) == 64 and not rid.strip(ID_DIGITS)
         and len(obj) == 7 + (duration is not None) + (agent is not None) + (error is not None)
         + (template is not None)
     )
