@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 
 def free_ports(count: int) -> list[int]:
@@ -35,14 +36,25 @@ def cluster_commands(flow_ref: str, processes: int, workers: int,
     return [[*base, "-i", str(i), "-a", addresses] for i in range(processes)]
 
 
-def start_peers(flow_ref: str, addresses: Sequence[str], workers: int,
-                env: Mapping[str, str]) -> list[subprocess.Popen[bytes]]:
-    """Processes 1..n-1 of the local cluster at `addresses` whose process 0 the caller
-    runs itself, each a `python -m bytewax.run` of its own (where `can_fork` is False)."""
-    base = [sys.executable, "-m", "bytewax.run", flow_ref, "-w", str(workers)]
-    full_env = {**os.environ, **env}
-    return [subprocess.Popen([*base, "-i", str(i), "-a", ";".join(addresses)], env=full_env)
-            for i in range(1, len(addresses))]
+def local_peers(processes: int, run_peer: Callable[[int], None],
+                spawn: Callable[[int], subprocess.Popen[bytes]],
+                describe: Callable[[BaseException], str] = str,
+                ) -> list[ForkedPeer | subprocess.Popen[bytes]]:
+    """Processes 1..processes-1 of a local cluster whose process 0 the caller runs
+    itself: forked from it, each running `run_peer(i)`, where `can_fork`; otherwise
+    (another thread runs: an embedding program) each `spawn(i)`, a process of its own."""
+    if can_fork():
+        return [fork_peer(partial(run_peer, i), describe) for i in range(1, processes)]
+    return [spawn(i) for i in range(1, processes)]
+
+
+def bytewax_peer(flow_ref: str, addresses: Sequence[str], process_id: int, workers: int,
+                 env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Process `process_id` of the local cluster at `addresses`, a `python -m
+    bytewax.run` of its own."""
+    return subprocess.Popen([sys.executable, "-m", "bytewax.run", flow_ref, "-w", str(workers),
+                             "-i", str(process_id), "-a", ";".join(addresses)],
+                            env={**os.environ, **env})
 
 
 def can_fork() -> bool:

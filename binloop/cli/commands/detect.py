@@ -84,7 +84,7 @@ def _run_here(config: Config, addresses: list[str] | None = None) -> None:
     flow is built (they pay no interpreter start-up and no imports of their own)."""
     from bytewax.run import cli_main
 
-    from binloop.ops.cluster import can_fork, fork_peer, start_peers, wait_for_listeners
+    from binloop.ops.cluster import bytewax_peer, local_peers, wait_for_listeners
     from binloop.ops.memory_tuning import tune_for_dataflow
     from flows.detect import build_flow
 
@@ -103,12 +103,9 @@ def _run_here(config: Config, addresses: list[str] | None = None) -> None:
     if addresses is None:
         run(None)
         return
-    peers: Sequence[ForkedPeer | subprocess.Popen[bytes]]
-    if can_fork():
-        peers = [fork_peer(partial(run, process_id), lambda exc: str(unwrap_flow_error(exc)))
-                 for process_id in range(1, len(addresses))]
-    else:  # another thread runs (an embedding program): peers of their own
-        peers = start_peers("flows.detect:flow", addresses, config.workers, config.to_env())
+    peers = local_peers(len(addresses), run, partial(
+        bytewax_peer, "flows.detect:flow", addresses, workers=config.workers,
+        env=config.to_env()), lambda exc: str(unwrap_flow_error(exc)))
     _run_as_process_0(peers, partial(run, 0))
 
 

@@ -186,20 +186,13 @@ def _run_cluster(config: Config) -> None:
     is passed on to the others, which then do the same."""
     import os
     import threading
-    from functools import partial
 
     import bytewax.run  # noqa: F401 - imported once, here, for the forked processes
 
+    import binloop.ops.operations  # noqa: F401
     import flows.live  # noqa: F401
     from binloop.core.errors import EX_SOFTWARE
-    from binloop.ops.cluster import (
-        can_fork,
-        fork_peer,
-        free_ports,
-        stop_peers,
-        wait_for_listeners,
-    )
-    from binloop.ops.operations import Operations  # noqa: F401
+    from binloop.ops.cluster import free_ports, local_peers, stop_peers, wait_for_listeners
     from binloop.ops.shutdown import stop_requested
 
     if config.recovery_dir:  # once, before the processes race to create it
@@ -210,15 +203,13 @@ def _run_cluster(config: Config) -> None:
         wait_for_listeners(addresses[:process_id])
         _run_in_process(_process_config(config, process_id), process_id, addresses)
 
-    peers: Sequence[subprocess.Popen[bytes] | ForkedPeer]
-    if can_fork():
-        peers = [fork_peer(partial(run_peer, i)) for i in range(1, config.processes)]
-    else:  # another thread runs (an embedding program): `python -m` peers of their own
-        env = {**os.environ, **config.to_env()}
-        peers = [subprocess.Popen(
-            [sys.executable, "-m", "binloop.cli.commands.run", str(i), ";".join(addresses)],
-            env={**env, **_process_config(config, i).to_env()})
-            for i in range(1, config.processes)]
+    def spawn_peer(process_id: int) -> subprocess.Popen[bytes]:  # `python -m` of its own
+        return subprocess.Popen(
+            [sys.executable, "-m", "binloop.cli.commands.run", str(process_id),
+             ";".join(addresses)],
+            env={**os.environ, **_process_config(config, process_id).to_env()})
+
+    peers = local_peers(config.processes, run_peer, spawn_peer)
     done = threading.Event()
 
     def watch() -> None:
