@@ -149,7 +149,7 @@ def map_request(request: ExportTraceServiceRequest, parser: RecordParser | None 
     secrets of a record in place before it is validated, and says how many; it is given
     the text the args were read from (None: they were not read from a text), on which a
     cache can key what `args_from_text` of that text redacts to."""
-    check = (parser or RecordParser()).validate
+    check = (parser or RecordParser()).validate_built
     mapped = MappedSpans()
     records, rejected = mapped.records, mapped.rejected
     ignored = redacted = 0
