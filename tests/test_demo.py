@@ -59,7 +59,11 @@ def check_closed_loop(workdir: Path, output: str, target: str) -> dict[str, Any]
         ("book_reservation", MODE, 3)]
     telemetry = read_log(workdir / "telemetry.jsonl")
     assert sum(r["tool"] == name and r["outcome"] == "success" for r in telemetry) >= 2
-    assert sum(r["outcome"] == "failure" for r in telemetry) == 3
+    # θ failures fire the event; a call already on its way before the pause reaches the
+    # agent may fail once more (seen under load: the pause came 0.56 s after the event),
+    # and the disarmed key ignores it
+    failures = [r for r in telemetry if r["outcome"] == "failure"]
+    assert 3 <= len(failures) <= 4, failures
     [audit] = (workdir / "library" / "audit").glob("*.json")
     stages = [s["stage"] for s in orjson.loads(audit.read_bytes())["stages"]]
     assert stages == ["pause", "design", "build", "check", "test", "gate", "reload", "resume"]

@@ -235,6 +235,9 @@ def _encode(message: Message, content_type: str) -> bytes:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # An answer is written as its headers, then its body: with Nagle's algorithm the
+    # body could wait for the client's delayed ACK of the headers.
+    disable_nagle_algorithm = True
     server: ReceiverServer
 
     def do_POST(self) -> None:
