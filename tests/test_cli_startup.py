@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from binloop.cli import COMMAND_MODULES, build_parser
+from binloop.cli import COMMAND_MODULES, COMMANDS, build_parser
 
 HEAVY = ("polars", "nats", "bytewax", "pyarrow", "prometheus_client", "anthropic", "openai",
          "pipeline_runner", "flows", "sinks", "benchmarks")
@@ -34,20 +34,33 @@ def test_starting_imports_nothing_heavy(argv: list[str]) -> None:
 
 def test_only_the_command_asked_for_gets_its_arguments() -> None:
     everything = build_parser(None)
-    config_only = build_parser(["config"])
+    help_first = build_parser(["--help", "config"])  # the top-level parser prints here
     commands = _subcommands(everything)
+    assert list(commands) == list(COMMANDS)  # each module registers the name mapped to it
     assert len(commands) == len(COMMAND_MODULES)
     # the same commands, listed with the same help, either way
-    assert _listing(config_only) == _listing(everything)
+    assert _listing(help_first) == _listing(everything)
     assert build_parser(["--help"]).format_help() == everything.format_help()
-    for name, parser in _subcommands(config_only).items():
+    assert build_parser(["nope"]).format_help() == everything.format_help()
+    # a command line that starts with its command registers that command alone
+    assert list(_subcommands(build_parser(["config", "--theta", "3"]))) == ["config"]
+    for name, parser in _subcommands(help_first).items():
         flags = {o for action in parser._actions for o in action.option_strings}
         if name == "config":
             assert {"--theta", "--markdown", "--log-level"} <= flags
         else:
             assert flags == set(), name  # an outline: listed, never parsed
-    full = _subcommands(build_parser(["detect", "--input", "x"]))["detect"]
-    assert full.format_help() == commands["detect"].format_help()
+    for name in COMMANDS:
+        alone = _subcommands(build_parser([name, "--log-level", "info"]))[name]
+        assert alone.format_help() == commands[name].format_help(), name
+
+
+def test_a_command_imports_no_other_command_module() -> None:
+    probe = ("import sys; from binloop.cli import build_parser; build_parser(['detect']); "
+             "print(sorted(m for m in sys.modules if m.startswith('binloop.cli.commands.')))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "['binloop.cli.commands.detect']"
 
 
 def _subcommands(parser: object) -> dict[str, object]:
