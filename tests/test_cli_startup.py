@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,37 @@ def _listing(parser: object) -> list[tuple[str, str | None]]:
     assert isinstance(parser, argparse.ArgumentParser)
     [action] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return [(choice.dest, choice.help) for choice in action._choices_actions]
+
+
+# What `binloop detect --engine bytewax` must not import: the other engines' and commands'
+# dependencies (each was start-up every replay paid for nothing), and what is imported
+# only when used (a TOML config file).
+NOT_FOR_DETECT = ("polars", "pyarrow", "nats", "google", "opentelemetry", "pydantic",
+                  "jsonschema", "httpx", "matplotlib", "prometheus_client", "anthropic",
+                  "openai", "pipeline_runner", "benchmarks", "tomllib", "tomli")
+DETECT_PROBE = """
+import sys
+from binloop.cli import main
+code = main(sys.argv[1:-1])
+loaded = {m.split('.')[0] for m in sys.modules}
+print('UNWANTED', sorted(loaded & set(sys.argv[-1].split(','))), file=sys.stderr)
+print('COMMANDS', sorted(m for m in sys.modules if m.startswith('binloop.cli.commands.')),
+      file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_a_bytewax_replay_imports_only_what_it_uses(tmp_path: Path) -> None:
+    telemetry = tmp_path / "in.jsonl"
+    telemetry.write_text("".join(
+        f'{{"session_id": 1, "ts": {1_700_000_000_000 + i}, "tool": "t", '
+        f'"outcome": "failure", "failure_mode": "TIMEOUT"}}\n' for i in range(3)))
+    argv = ["detect", "--input", str(telemetry), "--out", str(tmp_path / "events.jsonl"),
+            "--dead-letter", str(tmp_path / "dead.jsonl"), "--no-progress",
+            "--window", "global", "--theta", "3", "--engine", "bytewax", "--workers", "1"]
+    done = subprocess.run([sys.executable, "-c", DETECT_PROBE, *argv, ",".join(NOT_FOR_DETECT)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "events fired 1" in done.stderr  # the replay did run
+    assert "UNWANTED []" in done.stderr, done.stderr[-2000:]
+    assert "COMMANDS ['binloop.cli.commands.detect']" in done.stderr, done.stderr[-2000:]
