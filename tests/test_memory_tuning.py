@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from binloop.ops import memory_tuning
+from binloop.ops.memory_tuning import start_up_without_collections
 
 FAULTS_OF_CHURN = """
 import ctypes, resource, sys
@@ -57,3 +58,42 @@ def test_dataflow_tuning_freezes_and_raises_gen0() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+START_UP_COLLECTIONS = """
+import gc, sys
+from binloop.ops.memory_tuning import start_up_without_collections
+collections = []
+gc.callbacks.append(lambda phase, info: collections.append(1) if phase == "start" else None)
+if sys.argv[1] == "paused":
+    with start_up_without_collections():
+        import bytewax.operators, flows.detect
+        during = len(collections)
+else:
+    import bytewax.operators, flows.detect
+    during = len(collections)
+print(during, gc.isenabled())
+"""
+
+
+def test_start_up_runs_no_collection_and_leaves_the_collector_as_it_was() -> None:
+    def run(mode: str) -> list[str]:
+        return subprocess.run([sys.executable, "-c", START_UP_COLLECTIONS, mode],
+                              capture_output=True, text=True, check=True,
+                              timeout=120).stdout.split()
+
+    assert run("paused") == ["0", "True"]
+    collections, enabled = run("default")
+    assert int(collections) > 10 and enabled == "True"  # what the pause saves
+    enabled_before = gc.isenabled()
+    try:
+        gc.disable()  # a caller that disabled the collector keeps it disabled
+        with start_up_without_collections():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        gc.enable()
+        with pytest.raises(RuntimeError), start_up_without_collections():
+            raise RuntimeError("a failed import")
+        assert gc.isenabled()
+    finally:
+        (gc.enable if enabled_before else gc.disable)()

@@ -23,23 +23,25 @@ from binloop.core.errors import (
     UsageError,
 )
 
-# Each module defines `register(subparsers)`; heavy imports stay inside the handlers.
-COMMAND_MODULES = (
-    "binloop.cli.commands.detect",
-    "binloop.cli.commands.config_cmd",
-    "binloop.cli.commands.build",
-    "binloop.cli.commands.tools",
-    "binloop.cli.commands.runner",
-    "binloop.cli.commands.simulate",
-    "binloop.cli.commands.sweep",
-    "binloop.cli.commands.run",
-    "binloop.cli.commands.publish",
-    "binloop.cli.commands.ingest",
-    "binloop.cli.commands.nats_server",
-    "binloop.cli.commands.bench",
-    "binloop.cli.commands.status",
-    "binloop.cli.commands.demo",
-)
+# Each command's module defines `register(subparsers)`; heavy imports stay inside the
+# handlers. In the order `binloop --help` lists them.
+COMMANDS: dict[str, str] = {
+    "detect": "binloop.cli.commands.detect",
+    "config": "binloop.cli.commands.config_cmd",
+    "build": "binloop.cli.commands.build",
+    "tools": "binloop.cli.commands.tools",
+    "runner": "binloop.cli.commands.runner",
+    "simulate": "binloop.cli.commands.simulate",
+    "sweep": "binloop.cli.commands.sweep",
+    "run": "binloop.cli.commands.run",
+    "publish": "binloop.cli.commands.publish",
+    "ingest": "binloop.cli.commands.ingest",
+    "nats-server": "binloop.cli.commands.nats_server",
+    "bench": "binloop.cli.commands.bench",
+    "status": "binloop.cli.commands.status",
+    "demo": "binloop.cli.commands.demo",
+}
+COMMAND_MODULES = tuple(COMMANDS.values())
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -52,7 +54,10 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command; the benchmarks' sub-commands only when `argv` asks for
-    `bench` (or is None: the whole tree, for documentation)."""
+    `bench` (or is None: the whole tree, for documentation). When `argv` starts with a
+    command, only that command is registered: the top-level parser then prints nothing
+    (no option of its own comes first, the choice is valid), so the other commands need
+    no module imported and no parser built."""
     parser = OneLineParser(
         prog="binloop",
         description="Detect an agent fleet's recurring tool failures and build tools for them.",
@@ -61,7 +66,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                                        parser_class=OneLineParser)
     wanted = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
     commands = CommandsOnDemand(subparsers, wanted)
-    for name in COMMAND_MODULES:
+    modules = [COMMANDS[argv[0]]] if argv and argv[0] in COMMANDS else COMMAND_MODULES
+    for name in modules:
         importlib.import_module(name).register(commands)
     if argv is None or "bench" in argv:
         from binloop.cli.commands.bench import register_benches

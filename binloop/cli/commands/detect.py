@@ -82,14 +82,16 @@ def _run_here(config: Config, addresses: list[str] | None = None) -> None:
     """The dataflow in this process: all of it (no `addresses`), or, of a local cluster
     at `addresses`, process 0 here and processes 1..n-1 forked from this one once the
     flow is built (they pay no interpreter start-up and no imports of their own)."""
-    from bytewax.run import cli_main
+    from binloop.ops.memory_tuning import start_up_without_collections, tune_for_dataflow
 
-    from binloop.ops.cluster import bytewax_peer, local_peers, wait_for_listeners
-    from binloop.ops.memory_tuning import tune_for_dataflow
-    from flows.detect import build_flow
+    with start_up_without_collections():
+        from bytewax.run import cli_main
 
-    flow = build_flow(config)
-    tune_for_dataflow()
+        from binloop.ops.cluster import bytewax_peer, local_peers, wait_for_listeners
+        from flows.detect import build_flow
+
+        flow = build_flow(config)
+        tune_for_dataflow()
 
     def run(process_id: int | None) -> None:
         if addresses is not None and process_id:
