@@ -92,6 +92,20 @@ def test_loader_reads_what_the_reference_reads(tmp_path_factory: pytest.TempPath
         assert_loads_like_reference(path, RecordLimits(args_max_bytes=args_max_bytes))
 
 
+def test_a_missing_session_id_after_an_integer_one_is_a_dead_letter(tmp_path: Path) -> None:
+    """A block whose first line has an integer session id is read strictly as integers,
+    where a missing session id reads as null: that line is still refused (found by
+    hypothesis in a full run)."""
+    first = rec(1000, session=1, outcome="failure")
+    missing = {k: v for k, v in rec(1001, outcome="failure").items()
+               if k not in ("session_id", "agent_id")}
+    path = tmp_path / "ints.jsonl"
+    path.write_bytes(dumps_record(first) + b"\n" + orjson.dumps(missing) + b"\n")
+    loaded = assert_loads_like_reference(path, RecordLimits())
+    assert [(d.position, d.reason) for d in loaded.dead] == [("2", "missing field session_id")]
+    assert loaded.frame.height == 1
+
+
 def test_gz_parquet_directory_and_stdin(tmp_path: Path) -> None:
     records = [rec(1000 + i, session=i % 2 or "s", outcome="failure" if i % 3 else "success",
                    args={"i": i}) for i in range(20)]

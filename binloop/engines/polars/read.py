@@ -676,8 +676,10 @@ def _typed(read: pl.DataFrame, limits: RecordLimits, first_line: int,
     valid = (
         ts_ok
         & pl.when(pl.col("n_session_str"))
-        # (else an integer: an integer of at most 18 digits is valid)
-        .then(session.str.len_chars().is_between(1, TOOL_MAX_CHARS)).otherwise(True)
+        # else an integer (of at most 18 digits: valid), or none: a strict read of
+        # integer session ids reads a missing one as null
+        .then(session.str.len_chars().is_between(1, TOOL_MAX_CHARS))
+        .otherwise(session.is_not_null())
         & pl.col("v_tool").str.len_chars().is_between(1, TOOL_MAX_CHARS)
         & outcome.is_not_null()
         & (pl.col("v_failure_mode").is_null() | mode.is_not_null())
