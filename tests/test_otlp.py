@@ -50,7 +50,7 @@ from binloop.receiver.otlp_http import (
     ReceiverServer,
     ReceiverSettings,
 )
-from binloop.receiver.sinks import JsonlSink, NatsSink, NatsTarget
+from binloop.receiver.sinks import JsonlSink, NatsSink, NatsTarget, SinkUnavailable
 from binloop.replay.formats import sniff_file
 from binloop.replay.otlp import attribute, decode_json, decode_protobuf, map_request
 from tests.nats_fixtures import live_config, stream_messages
@@ -505,6 +505,48 @@ def test_nats_down_is_503_with_retry_after_and_nothing_lost(nats_server: NatsSer
               for line in body.splitlines() if line]
     assert len({r["id"] for r in stored}) == 12
     assert {r["session_id"] for r in stored} == {SESSION, "conv-9"}
+
+
+def test_unacknowledged_envelopes_are_503_and_the_retry_is_stored_once(
+        nats_server: NatsServer) -> None:
+    """A server that takes the envelopes but never acknowledges them (stopped with
+    SIGSTOP): `write` gives up after `ack_timeout_s` (the receiver answers 503); the
+    exporter's retry of the same records, once the server runs again, is stored once."""
+    from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
+
+    spec = telemetry_stream_spec("TELEMETRY", "telemetry", 1)
+
+    async def connect_stream() -> Any:
+        nc = await connect(nats_server.url, "test-otlp-ack", 10)
+        js = nc.jetstream(timeout=5.0)
+        await ensure_telemetry_stream(js, spec)
+        return nc, js
+
+    sink = NatsSink(NatsTarget(nats_server.url, "telemetry", connect_stream, ack_timeout_s=1))
+    records = map_request(proto_request(agent_spans(failures=2))).records
+    assert nats_server.pid is not None
+    try:
+        os.kill(nats_server.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(SinkUnavailable, match="within 1 s"):
+                sink.write(records)
+            assert time.monotonic() - started < 5
+        finally:
+            os.kill(nats_server.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 20
+        while True:  # what an exporter does on 503: retry
+            try:
+                sink.write(records)
+                break
+            except SinkUnavailable:
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+    finally:
+        sink.close()
+    stored = [orjson.loads(line) for _, _, body in stream_messages(nats_server.url, "TELEMETRY")
+              for line in body.splitlines() if line]
+    assert sorted(r["id"] for r in stored) == sorted(r["id"] for r in records)
 
 
 def test_the_format_names_are_the_registry() -> None:
