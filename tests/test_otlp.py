@@ -509,7 +509,7 @@ def test_nats_down_is_503_with_retry_after_and_nothing_lost(nats_server: NatsSer
 
 def test_unacknowledged_envelopes_are_503_and_the_retry_is_stored_once(
         nats_server: NatsServer) -> None:
-    """A server that takes the envelopes but never acknowledges them (stopped with
+    """A server that takes the envelopes but does not acknowledge them (stopped with
     SIGSTOP): `write` gives up after `ack_timeout_s` (the receiver answers 503); the
     exporter's retry of the same records, once the server runs again, is stored once."""
     from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
@@ -529,7 +529,7 @@ def test_unacknowledged_envelopes_are_503_and_the_retry_is_stored_once(
         os.kill(nats_server.pid, signal.SIGSTOP)
         try:
             started = time.monotonic()
-            with pytest.raises(SinkUnavailable, match="within 1 s"):
+            with pytest.raises(SinkUnavailable, match="did not answer in time"):
                 sink.write(records)
             assert time.monotonic() - started < 5
         finally:

@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from binloop.nats.publish import Message, jsonl_envelope
+from binloop.nats.publish import Message, jsonl_envelope, publish_messages
 
 DEFAULT_ENVELOPE: Final = 512
 
@@ -127,14 +127,7 @@ class NatsTarget:
 
 class NatsSink:
     """Publishes records as batch envelopes (one tool per envelope, `Nats-Msg-Id` from
-    the records' ids) on a nats-py connection run by its own event loop thread.
-
-    `write` hands a request's envelopes to one publishing task on that loop and waits
-    on a lock until JetStream has acknowledged every one (then the receiver answers
-    200), or one was refused or not acknowledged within `ack_timeout_s` (then
-    :class:`SinkUnavailable`: 503, and the exporter's retry is stored once, by
-    `Nats-Msg-Id`). A task and a `concurrent.futures.Future` a request cost the event
-    loop thread about a third of its time."""
+    the records' ids) on a nats-py connection run by its own event loop thread."""
 
     def __init__(self, target: NatsTarget) -> None:
         self.target = target
@@ -143,8 +136,6 @@ class NatsSink:
                                         daemon=True)
         self._thread.start()
         self._nc, self._js = self._call(target.connect(), 60.0)
-        self._requests: asyncio.Queue[_Acks] = self._call(_new_queue(), 10.0)
-        self._pump = asyncio.run_coroutine_threadsafe(self._publish_each(), self._loop)
 
     def _call(self, coro: Any, timeout: float) -> Any:
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -162,86 +153,16 @@ class NatsSink:
             return
         if not self._nc.is_connected:
             raise SinkUnavailable("not connected to the NATS server", 2)
-        acks = _Acks(self.messages(records))
-        self._loop.call_soon_threadsafe(self._requests.put_nowait, acks)
-        if not acks.done.acquire(timeout=self.target.ack_timeout_s):
-            self._loop.call_soon_threadsafe(acks.give_up)
-            raise SinkUnavailable("the stream did not acknowledge the records within "
-                                  f"{self.target.ack_timeout_s:g} s", 2)
-        if acks.error is not None:
-            raise SinkUnavailable(f"the stream did not store the records: {acks.error}", 2)
-
-    async def _publish_each(self) -> None:
-        """Sends each request's envelopes as they come, without waiting for the acks
-        (they come back in the background): requests are pipelined, in order."""
-        while True:
-            acks = await self._requests.get()
-            for msg in acks.messages:
-                if acks.finished:
-                    break
-                try:
-                    ack = await self._js.publish_async(msg.subject, msg.payload,
-                                                       headers=msg.headers)
-                except Exception as exc:  # not even queued: closed, reconnecting, stalled
-                    acks.fail(exc)
-                    break
-                acks.expect(ack)
+        try:
+            self._call(publish_messages(self._js, self.messages(records)),
+                       self.target.ack_timeout_s)
+        except SinkUnavailable:
+            raise
+        except Exception as exc:  # nats-py's timeouts, no responders, reconnecting
+            raise SinkUnavailable(f"the stream did not store the records: {exc}", 2) from None
 
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._pump.cancel)
         with contextlib.suppress(SinkUnavailable):
             self._call(self._nc.close(), 10.0)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
-
-
-async def _new_queue() -> asyncio.Queue[_Acks]:
-    return asyncio.Queue()  # made on the loop that uses it
-
-
-class _Acks:
-    """One request's envelopes and their acknowledgements. Touched only on the event
-    loop thread, except `done` (released once, when all are stored or one is not) and,
-    after that, `error`."""
-
-    def __init__(self, messages: list[Message]) -> None:
-        self.messages = messages
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.error: str | None = None
-        self.finished = False
-        self._waiting: set[asyncio.Future[Any]] = set()
-        self._unsent = len(messages)
-
-    def expect(self, ack: asyncio.Future[Any]) -> None:
-        self._unsent -= 1
-        self._waiting.add(ack)
-        ack.add_done_callback(self._acked)
-
-    def _acked(self, ack: asyncio.Future[Any]) -> None:
-        self._waiting.discard(ack)
-        if self.finished:
-            return
-        if ack.cancelled():
-            self.fail(TimeoutError("no acknowledgement"))
-        elif (exc := ack.exception()) is not None:
-            self.fail(exc)
-        elif not self._waiting and not self._unsent:
-            self._finish()
-
-    def fail(self, exc: BaseException) -> None:
-        if not self.finished:
-            self.error = f"{type(exc).__name__}: {exc}".rstrip(": ")
-            self.give_up()
-
-    def give_up(self) -> None:
-        """No more waiting (an ack failed, or the writer timed out): the acks still
-        awaited are cancelled, which frees nats-py's slots for them."""
-        for ack in list(self._waiting):
-            ack.cancel()
-        self._finish()
-
-    def _finish(self) -> None:
-        if not self.finished:
-            self.finished = True
-            self.done.release()
