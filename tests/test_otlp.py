@@ -470,19 +470,25 @@ def test_receiver_to_nats_and_the_job_fires(nats_server: NatsServer, tmp_path: P
     assert summary.valid == 12 and summary.events_fired == 2
 
 
-def test_nats_down_is_503_with_retry_after_and_nothing_lost(nats_server: NatsServer,
-                                                           tmp_path: Path) -> None:
+def telemetry_sink(server: NatsServer, ack_timeout_s: float) -> NatsSink:
+    """A NATS sink on the one-partition TELEMETRY stream of `server`."""
     from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
 
     spec = telemetry_stream_spec("TELEMETRY", "telemetry", 1)
 
     async def connect_stream() -> Any:
-        nc = await connect(nats_server.url, "test-otlp", 10)
+        nc = await connect(server.url, "test-otlp", 10)
         js = nc.jetstream(timeout=5.0)
         await ensure_telemetry_stream(js, spec)
         return nc, js
 
-    sink = NatsSink(NatsTarget(nats_server.url, "telemetry", connect_stream, ack_timeout_s=2))
+    return NatsSink(NatsTarget(server.url, "telemetry", connect_stream,
+                               ack_timeout_s=ack_timeout_s))
+
+
+def test_nats_down_is_503_with_retry_after_and_nothing_lost(nats_server: NatsServer,
+                                                           tmp_path: Path) -> None:
+    sink = telemetry_sink(nats_server, ack_timeout_s=2)
     server = ReceiverServer(("127.0.0.1", 0), OtlpReceiver(sink))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     first = proto_request(agent_spans(failures=1)).SerializeToString()
@@ -512,17 +518,7 @@ def test_unacknowledged_envelopes_are_503_and_the_retry_is_stored_once(
     """A server that takes the envelopes but does not acknowledge them (stopped with
     SIGSTOP): `write` gives up after `ack_timeout_s` (the receiver answers 503); the
     exporter's retry of the same records, once the server runs again, is stored once."""
-    from binloop.nats.jetstream import connect, ensure_telemetry_stream, telemetry_stream_spec
-
-    spec = telemetry_stream_spec("TELEMETRY", "telemetry", 1)
-
-    async def connect_stream() -> Any:
-        nc = await connect(nats_server.url, "test-otlp-ack", 10)
-        js = nc.jetstream(timeout=5.0)
-        await ensure_telemetry_stream(js, spec)
-        return nc, js
-
-    sink = NatsSink(NatsTarget(nats_server.url, "telemetry", connect_stream, ack_timeout_s=1))
+    sink = telemetry_sink(nats_server, ack_timeout_s=1)
     records = map_request(proto_request(agent_spans(failures=2))).records
     assert nats_server.pid is not None
     try:
