@@ -344,12 +344,11 @@ class Detector:
     def unignored(self, pairs: Iterable[tuple[Key, Any]]) -> list[tuple[Key, Any]]:
         """The `(key, candidate)` pairs (`candidate[3]` is the record's ts) that
         :meth:`ignores` does not ignore, in order; the ignored ones are accounted as it
-        does, one by one. The same as testing each pair with `ignores` in one loop: a
-        shard's chunk has hundreds of thousands of failures of keys that have fired, and
-        a method call per record was a fifth of the shard's time. Exact also when the
-        kept pairs are observed only afterwards: observing never disarms a key that a
-        later pair of the same batch would then need to be ignored for (a key that fires
-        gets its later records through `observe`, which accounts them alike)."""
+        does, one by one (a shard's chunk holds hundreds of thousands of failures of
+        keys that have fired: one loop, not a call per record). Filtering a batch first
+        and observing the kept pairs afterwards is exact: only `observe` changes whether
+        a key is armed, by disarming a key that fires, whose later pairs of the batch
+        are then kept and accounted by `observe` as `ignores` would have."""
         keys, lateness = self.keys, self.params.allowed_lateness_ms
         kept: list[tuple[Key, Any]] = []
         keep = kept.append
