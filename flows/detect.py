@@ -81,12 +81,17 @@ def add_detector(
 
 def write_events(events: Stream[BINEvent], config: Config) -> None:
     """BINEvents to `config.out` (idempotent on event_id) or stdout."""
-    lines = op.map("encode_events", events, lambda e: (e["event_id"], dumps_event(e)))
-    check = same_configuration(config.out, config.detection().describe()) if config.out else None
-    sink = (JsonlFileSink(config.out, event_key, mkdirs=config.mkdirs, check_line=check,
-                          defer_errors=in_process(config))
-            if config.out else StdOutLinesSink())
-    op.output("events_out", lines, sink)
+    if not config.out:
+        lines = op.map("encode_events", events, lambda e: (e["event_id"], dumps_event(e)))
+        op.output("events_out", lines, StdOutLinesSink())
+        return
+    # The file sink is handed each line's event_id rather than reading it from the line.
+    keyed = op.map("encode_events", events,
+                   lambda e: (e["event_id"], (e["event_id"], dumps_event(e))))
+    check = same_configuration(config.out, config.detection().describe())
+    op.output("events_out", keyed, JsonlFileSink(config.out, event_key, mkdirs=config.mkdirs,
+                                                 check_line=check,
+                                                 defer_errors=in_process(config), keyed=True))
 
 
 def _write_rejects(dead: Stream[DeadLetter], late: Stream[ToolInvocation], config: Config) -> None:

@@ -16,6 +16,7 @@ telemetry took a replay's wall time up by a third).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from typing_extensions import override
@@ -29,18 +30,22 @@ from binloop.replay.jsonl import CheckLine, JsonlFileWriter, KeyOf
 DEFERRED_ERRORS: list[OutputWriteError] = []
 
 
-class _JsonlFilePartition(StatefulSinkPartition[bytes, int]):
-    def __init__(self, writer: JsonlFileWriter, defer_errors: bool) -> None:
+class _JsonlFilePartition(StatefulSinkPartition[Any, int]):
+    def __init__(self, writer: JsonlFileWriter, defer_errors: bool, keyed: bool) -> None:
         self._writer = writer
         self._defer = defer_errors
         self._broken = False
+        self._keyed = keyed
 
     @override
-    def write_batch(self, values: list[bytes]) -> None:
+    def write_batch(self, values: list[Any]) -> None:
         if self._broken:
             return
         try:
-            self._writer.write(values, sync=False)
+            if self._keyed:
+                self._writer.write_keyed(values, sync=False)
+            else:
+                self._writer.write(values, sync=False)
         except OutputWriteError as exc:
             self._fail(exc)
 
@@ -69,13 +74,17 @@ class _JsonlFilePartition(StatefulSinkPartition[bytes, int]):
         self._writer.close()
 
 
-class JsonlFileSink(FixedPartitionedSink[bytes, int]):
-    """Write encoded JSON lines to one file (one worker writes; items are `(key, line)`)."""
+class JsonlFileSink(FixedPartitionedSink[Any, int]):
+    """Write encoded JSON lines to one file (one worker writes; items are `(key, line)`,
+    or with `keyed` `(key, (line key, line))`: the line's idempotency key as `key_of`
+    would read it back from the line, given where it is known, e.g. an event's id)."""
 
     def __init__(self, path: str | Path, key_of: KeyOf | None = None, *, mkdirs: bool = False,
-                 check_line: CheckLine | None = None, defer_errors: bool = False) -> None:
+                 check_line: CheckLine | None = None, defer_errors: bool = False,
+                 keyed: bool = False) -> None:
         self._path = Path(path)
         self._key_of = key_of
+        self._keyed = keyed
         self._mkdirs = mkdirs
         self._check_line = check_line
         self._defer = defer_errors
@@ -94,4 +103,4 @@ class JsonlFileSink(FixedPartitionedSink[bytes, int]):
         return _JsonlFilePartition(JsonlFileWriter(self._path, self._key_of, resume_state,
                                                    mkdirs=self._mkdirs,
                                                    check_line=self._check_line),
-                                   self._defer)
+                                   self._defer, self._keyed)

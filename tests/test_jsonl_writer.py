@@ -24,6 +24,34 @@ def test_event_ids_already_in_the_file_are_not_written_again(tmp_path: Path) -> 
     assert [orjson.loads(x)["event_id"] for x in path.read_bytes().splitlines()] == ["a", "b", "c"]
 
 
+def test_keyed_lines_are_skipped_as_their_keys_say(tmp_path: Path) -> None:
+    """`write_keyed` skips what `write` skips (keys read back from the file, or written
+    before), with keys given rather than read from the lines."""
+    path = tmp_path / "events.jsonl"
+    writer = JsonlFileWriter(path, event_key)
+    assert writer.write_keyed([("a", ev("a")), ("b", ev("b")), ("a", ev("a"))]) == 2
+    writer.close()
+    again = JsonlFileWriter(path, event_key)
+    assert again.write_keyed([("b", ev("b")), ("c", ev("c")), (None, ev("c"))]) == 2
+    assert again.write([ev("c"), ev("d")]) == 1
+    again.close()
+    assert [orjson.loads(x)["event_id"] for x in path.read_bytes().splitlines()] == \
+        ["a", "b", "c", "c", "d"]
+
+
+def test_the_keyed_dataflow_sink_writes_each_key_once(tmp_path: Path) -> None:
+    from sinks.jsonl_file import JsonlFileSink
+
+    path = tmp_path / "events.jsonl"
+    part = JsonlFileSink(path, event_key, keyed=True).build_part("s", str(path), None)
+    part.write_batch([("a", ev("a")), ("a", ev("a")), ("b", ev("b"))])
+    part.close()
+    part = JsonlFileSink(path, event_key, keyed=True).build_part("s", str(path), None)
+    part.write_batch([("b", ev("b")), ("c", ev("c"))])
+    part.close()
+    assert path.read_bytes().splitlines() == [ev("a"), ev("b"), ev("c")]
+
+
 def test_a_torn_last_line_is_cut_on_open(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     path.write_bytes(ev("a") + b"\n" + b'{"event_id": "b", "to')

@@ -6,7 +6,13 @@ import time
 import orjson
 import pytest
 
-from binloop.core.schema import InvalidRecord, RecordLimits, parse_record, record_id
+from binloop.core.schema import (
+    InvalidRecord,
+    RecordLimits,
+    dumps_record,
+    parse_record,
+    record_id,
+)
 
 GOOD = {"session_id": 7, "ts": 1_700_000_000_000, "tool": "book", "args": {"a": 1},
         "outcome": "FAILURE", "failure_mode": "args.total", "duration_ms": 12, "error": "bad"}
@@ -158,3 +164,43 @@ def test_record_parser_is_parse_record(obj: dict[str, Any]) -> None:
         except InvalidRecord as exc:
             got = str(exc)
         assert got == expected
+
+
+@st.composite
+def records_without_id(draw: st.DrawFn) -> dict[str, Any]:
+    """A record as `records` draws it, mostly without its `id` (telemetry of other writers)."""
+    obj = draw(records())
+    if draw(st.integers(0, 3)):
+        obj.pop("id", None)
+    return obj
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None, max_examples=400)
+@given(records_without_id(), st.sampled_from(["given", "given-else-infer", "infer"]))
+def test_parse_counted_is_parse_record(obj: dict[str, Any], failure_modes: str) -> None:
+    """The counted records' parser gives what `parse_record` gives (record, its encoding,
+    or reason), with and without failure-mode inference."""
+    limits = RecordLimits(failure_modes=failure_modes)
+    raw = json.dumps(obj).encode()
+    try:
+        expected: object = parse_record(raw, limits)
+    except InvalidRecord as exc:
+        expected = str(exc)
+    parser = RecordParser(limits)
+    for _ in range(2):  # cold, then with the failure-mode cache warm
+        try:
+            got: object = parser.parse_counted(raw)
+        except InvalidRecord as exc:
+            got = str(exc)
+        assert got == expected
+        if isinstance(got, dict):
+            assert dumps_record(got) == dumps_record(expected)  # type: ignore[arg-type]
+
+
+def test_parse_counted_takes_a_normal_line_without_id_as_read() -> None:
+    body = {k: v for k, v in NORMAL.items() if k != "id"}
+    parser = RecordParser(DEFAULT_LIMITS)
+    parser.parse_counted(orjson.dumps(body))  # the first of a failure mode validates it
+    got = parser.parse_counted(orjson.dumps(body))
+    assert list(got) == [*body, "id"]  # the line's own dict, not a normalised copy
+    assert got == parse_record(orjson.dumps(body))

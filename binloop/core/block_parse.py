@@ -396,4 +396,4 @@ def _ts_bounded(floor: float, max_future_skew_ms: int | None) -> msgspec.json.De
 def full_record(cand: Candidate, parser: RecordParser) -> Any:
     """The record as the schema gives it (args decoded, `id` computed when absent)."""
     item = cand[0]
-    return parser.parse(item) if isinstance(item, bytes) else item
+    return parser.parse_counted(item) if isinstance(item, bytes) else item

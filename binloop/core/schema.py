@@ -118,7 +118,7 @@ DEFAULT_LIMITS: Final = RecordLimits()
 
 def record_id(fields: dict[str, Any]) -> str:
     """Content hash of a record: sha256 of its canonical JSON without `id`."""
-    body = {k: v for k, v in fields.items() if k != "id"}
+    body = {k: v for k, v in fields.items() if k != "id"} if "id" in fields else fields
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -180,6 +180,30 @@ class RecordParser:
             obj = _read_with_raw_args(raw, self.limits.args_max_bytes)
             if obj is None:
                 raise InvalidRecord(f"not JSON: {exc}") from None
+        return self._record(obj, size)
+
+    def parse_counted(self, raw: bytes | str) -> ToolInvocation:
+        """:meth:`parse`, for the line of a record that counts (a full record is made
+        only for those): equal to it, and cheaper for a line that is normal but for a
+        missing `id` (telemetry not written by binloop's client): such a record is the
+        line as read with the content hash added, where `parse` first builds the
+        normalised copy. (Its keys keep the line's order, `id` last: every writer of
+        records sorts them.)"""
+        size = len(raw)
+        if size > min(LINE_MAX_BYTES, self.limits.args_max_bytes):
+            return self.parse(raw)
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return self.parse(raw)
+        if (type(obj) is dict and "id" not in obj
+                and _is_normal(obj, self._future, self._modes, self._floor, id_absent=True)):
+            obj["id"] = record_id(obj)
+            return self._inferred(obj)  # type: ignore[arg-type]
+        return self._record(obj, size)
+
+    def _record(self, obj: Any, size: int) -> ToolInvocation:
+        """The record of a line read as `obj` (`size` bytes)."""
         if not isinstance(obj, dict):
             raise InvalidRecord(f"not a JSON object but {type(obj).__name__}")
         if size <= self.limits.args_max_bytes and _is_normal(obj, self._future, self._modes,
@@ -187,6 +211,10 @@ class RecordParser:
             rec: ToolInvocation = obj  # type: ignore[assignment]
         else:
             rec = self._counted(obj, _normalise(obj, self.limits, size))
+        return self._inferred(rec)
+
+    def _inferred(self, rec: ToolInvocation) -> ToolInvocation:
+        """`rec`, with the failure mode its error text gives where the settings say so."""
         if rec["outcome"] in self._infer and (rec["failure_mode"] is None or self._override):
             return with_inferred_mode(rec)
         return rec
@@ -197,9 +225,7 @@ class RecordParser:
             rec: ToolInvocation = obj  # type: ignore[assignment]
         else:
             rec = self._counted(obj, _normalise(obj, self.limits, encoded_size))
-        if rec["outcome"] in self._infer and (rec["failure_mode"] is None or self._override):
-            return with_inferred_mode(rec)
-        return rec
+        return self._inferred(rec)
 
     def validate_built(self, obj: dict[str, Any], encoded_size: int | None) -> ToolInvocation:
         """:meth:`validate` for a record that a mapper built normal by construction: a
@@ -250,8 +276,9 @@ def _already_normal(obj: dict[str, Any], limits: RecordLimits) -> ToolInvocation
 
 
 def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str],
-               floor: float = 0) -> bool:
-    """Whether `obj` is exactly what `_normalise` would return (so it can be taken as is).
+               floor: float = 0, id_absent: bool = False) -> bool:
+    """Whether `obj` is exactly what `_normalise` would return (so it can be taken as is);
+    with `id_absent`, whether it is that but for its `id`, which it lacks (the key too).
 
     The hot path: telemetry written by our own client is already normal, and checking
     that costs a fraction of building a new record. Anything unusual (a missing or
@@ -276,9 +303,10 @@ def _is_normal(obj: dict[str, Any], future: float, modes: dict[str, str],
         and (error is None or (type(error) is str and len(error) <= STRING_FIELD_MAX_CHARS))
         and (template is None
              or (type(template) is str and len(template) <= STRING_FIELD_MAX_CHARS))
-        and type(rid) is str and len(rid) == 64 and not rid.strip(ID_DIGITS)
-        and len(obj) == 7 + (duration is not None) + (agent is not None) + (error is not None)
-        + (template is not None)
+        and (rid is None if id_absent
+             else type(rid) is str and len(rid) == 64 and not rid.strip(ID_DIGITS))
+        and len(obj) == 7 - id_absent + (duration is not None) + (agent is not None)
+        + (error is not None) + (template is not None)
     )
 
 
@@ -383,7 +411,7 @@ def _normalise(obj: dict[str, Any], limits: RecordLimits,
 
 def _id(value: Any, rec: ToolInvocation) -> str:
     if value is None:
-        return record_id(dict(rec))
+        return record_id(rec)  # type: ignore[arg-type]
     if not isinstance(value, str) or not _HEX64.fullmatch(value):
         raise InvalidRecord("id must be a 64-character hex sha256")
     return value.lower()

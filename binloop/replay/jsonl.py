@@ -219,15 +219,21 @@ class JsonlFileWriter:
     def write(self, lines: Iterable[bytes], sync: bool = True) -> int:
         """Append lines (without newlines) and flush them; returns how many were new.
         With `sync` they are also fsynced (else at the next :meth:`sync`)."""
+        key_of = self._key_of
+        return self.write_keyed((((None if key_of is None else key_of(line)), line)
+                                 for line in lines), sync)
+
+    def write_keyed(self, pairs: Iterable[tuple[str | None, bytes]], sync: bool = True) -> int:
+        """:meth:`write` of `(key, line)` pairs whose key the caller knows (it must be
+        what `key_of` gives for the line: an event's id, which the line need not be
+        read again for); a None key is never skipped."""
         written = 0
         try:
-            for line in lines:
-                if self._key_of is not None:
-                    key = self._key_of(line)
-                    if key is not None:
-                        if key in self.keys:
-                            continue
-                        self.keys.add(key)
+            for key, line in pairs:
+                if key is not None:
+                    if key in self.keys:
+                        continue
+                    self.keys.add(key)
                 self._file.write(line + b"\n")
                 self._written += len(line) + 1
                 written += 1
