@@ -33,7 +33,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from pathlib import Path
@@ -73,6 +73,9 @@ class Rules:
     needles: tuple[str, ...]
     folded_needles: tuple[str, ...]
     entropy_token: re.Pattern[str]
+    # The token pattern matches nothing shorter (checked when the rules load): a shorter
+    # text needs no entropy scan.
+    entropy_min_chars: int
     entropy_bits: float
     entropy_skip_prefixes: tuple[str, ...]
     entropy_exempt: tuple[re.Pattern[str], ...]
@@ -80,18 +83,25 @@ class Rules:
     # Finds, in a text's letters and digits (lower-cased, all else removed), every secret
     # word and phrase: where it finds none, no key in the text is a secret key, and the
     # key-name text rules cannot mask anything. None for another word pattern.
-    secret_in_squashed: re.Pattern[str] | None
+    secret_in_squashed: re.Pattern[bytes] | None
     # Which text rules (positions in `text`) can match a text holding a needle: the
     # case-sensitive needles, the lower-case ones, and the rules that have no needle.
     rules_by_needle: Mapping[str, tuple[int, ...]]
     rules_by_folded_needle: Mapping[str, tuple[int, ...]]
     rules_without_needles: tuple[int, ...]
+    # The needle index as gates: (gate, ((needle, rule positions), ...)), the gate a
+    # substring of each of its needles, so that a text without the gate holds none of
+    # them (one `in` rules out a whole group). Case-sensitive needles, then lower-case.
+    gated_needles: tuple[Gate, ...]
+    gated_folded_needles: tuple[Gate, ...]
+
+
+Gate = tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]
 
 
 # The word pattern for which a key's words, joined, are exactly its letters and digits
 # lower-cased (what makes `secret_in_squashed` sound).
 _ALNUM_WORDS: Final = "[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+"
-_NOT_ALNUM: Final = re.compile("[^A-Za-z0-9]+")
 
 
 def _flags(letters: str) -> int:
@@ -121,7 +131,8 @@ def rules() -> Rules:
         not_secret_last=frozenset(keys["not_secret_last_words"]), text=text,
         needles=tuple(sorted({n for r in text if not r.folded for n in r.needles})),
         folded_needles=tuple(sorted({n for r in text if r.folded for n in r.needles})),
-        entropy_token=re.compile(entropy["token_pattern"], re.ASCII),
+        entropy_token=_entropy_token(entropy),
+        entropy_min_chars=int(entropy["min_length"]),
         entropy_bits=float(entropy["min_bits_per_char"]),
         entropy_skip_prefixes=tuple(entropy["skip_if_starts_with"]),
         entropy_exempt=tuple(re.compile(p, re.ASCII) for p in entropy["exempt_patterns"]),
@@ -130,7 +141,46 @@ def rules() -> Rules:
         secret_in_squashed=_secret_in_squashed(keys),
         rules_by_needle=_rules_by_needle(text, folded=False),
         rules_by_folded_needle=_rules_by_needle(text, folded=True),
-        rules_without_needles=tuple(i for i, r in enumerate(text) if not r.needles))
+        rules_without_needles=tuple(i for i, r in enumerate(text) if not r.needles),
+        gated_needles=_gates(_rules_by_needle(text, folded=False)),
+        gated_folded_needles=_gates(_rules_by_needle(text, folded=True)))
+
+
+def _entropy_token(entropy: dict[str, Any]) -> re.Pattern[str]:
+    pattern = re.compile(entropy["token_pattern"], re.ASCII)
+    shortest = int(entropy["min_length"])
+    # The length shortcut is sound only if no shorter text can hold a token; the
+    # pattern's own minimum width says so (tests/test_redact_fast_path.py checks both).
+    if _min_width(pattern) < shortest:
+        raise ValueError(f"{RULES_PATH}: entropy.min_length {shortest} exceeds the "
+                         "token pattern's shortest match")
+    return pattern
+
+
+def _min_width(pattern: re.Pattern[str]) -> int:
+    """The length of the shortest text `pattern` can match (0 when unknown)."""
+    try:
+        from re import _parser  # type: ignore[attr-defined]  # Python >= 3.11
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_parse as _parser
+    width: int = _parser.parse(pattern.pattern, pattern.flags).getwidth()[0]
+    return width
+
+
+# Characters from rarest to commonest in telemetry text: a needle's gate is its rarest
+# character (only the speed depends on this order, never the result).
+_GATE_ORDER: Final = ("=:_./-\\@#$%^&*~|0123456789JQXZVKWYBGFPUHDMLCNRTIOSEA"
+                      "jqxzvkwybgfp\t hdmulcnrtioesa\n")
+
+
+def _gates(by_needle: dict[str, tuple[int, ...]]) -> tuple[Gate, ...]:
+    groups: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    for needle, positions in sorted(by_needle.items()):
+        gate = min(needle, key=lambda c: _GATE_ORDER.find(c) % (len(_GATE_ORDER) + 1))
+        groups.setdefault(gate, []).append((needle, positions))
+    # A gate of one needle is the needle itself: one `in` instead of two.
+    return tuple((members[0][0] if len(members) == 1 else gate, tuple(members))
+                 for gate, members in sorted(groups.items()))
 
 
 def _rules_by_needle(text: tuple[TextRule, ...], folded: bool) -> dict[str, tuple[int, ...]]:
@@ -142,11 +192,11 @@ def _rules_by_needle(text: tuple[TextRule, ...], folded: bool) -> dict[str, tupl
     return {needle: tuple(positions) for needle, positions in found.items()}
 
 
-def _secret_in_squashed(keys: dict[str, Any]) -> re.Pattern[str] | None:
+def _secret_in_squashed(keys: dict[str, Any]) -> re.Pattern[bytes] | None:
     if keys["word_pattern"] != _ALNUM_WORDS:
         return None
     found = set(keys["secret_words"]) | {a + b for a, b in keys["secret_phrases"]}
-    return re.compile(_trie_pattern(found))
+    return re.compile(_trie_pattern(found).encode("ascii"))
 
 
 def _trie_pattern(words: set[str]) -> str:
@@ -177,7 +227,20 @@ def may_name_a_secret(text: str) -> bool:
     secret key's words hold a secret word or phrase, and its words joined are its letters
     and digits, a run of the text's letters and digits."""
     pattern = rules().secret_in_squashed
-    return pattern is None or pattern.search(_NOT_ALNUM.sub("", text).lower()) is not None
+    return pattern is None or pattern.search(squashed(text)) is not None
+
+
+# ASCII letters lower-cased, digits kept, every other byte deleted.
+_SQUASH_TABLE: Final = bytes(range(256)).lower()
+_SQUASH_DELETE: Final = bytes(c for c in range(256) if not chr(c).isascii()
+                              or not chr(c).isalnum())
+
+
+def squashed(text: str) -> bytes:
+    """The ASCII letters (lower-cased) and digits of `text`, all else removed, as bytes
+    (UTF-8 writes every other character as bytes >= 0x80, which are deleted; lone
+    surrogates too): one C pass, where a regex substitution was the prefilter's cost."""
+    return text.encode("utf-8", "surrogatepass").translate(_SQUASH_TABLE, _SQUASH_DELETE)
 
 
 def key_words(key: str) -> list[str]:
@@ -185,7 +248,8 @@ def key_words(key: str) -> list[str]:
     return [w.lower() for w in rules().word.findall(key)]
 
 
-@cache
+# Keys come from telemetry: a bounded cache, so that hostile input cannot grow it.
+@lru_cache(maxsize=8192)
 def is_secret_key(key: str) -> bool:
     """Whether values under `key` are secrets (see the module docstring)."""
     ruleset = rules()
@@ -234,16 +298,16 @@ class Redactor:
         lower = text.lower()
         # The rules that can match: those with a needle in the text, and those without
         # needles, in the rule set's order (one rule's masks are the next one's input).
-        candidates = set(ruleset.rules_without_needles)
-        by_needle, by_folded = ruleset.rules_by_needle, ruleset.rules_by_folded_needle
-        for needle in ruleset.needles:
-            if needle in text:
-                candidates.update(by_needle[needle])
-        for needle in ruleset.folded_needles:
-            if needle in lower:
-                candidates.update(by_folded[needle])
+        # A gate absent from the text rules out every needle behind it (the miss path:
+        # most texts hold no needle, or only `-`, `:`, `=`).
+        found = [positions for gate, group in ruleset.gated_needles if gate in text
+                 for needle, positions in group if needle in text]
+        found += [positions for gate, group in ruleset.gated_folded_needles if gate in lower
+                  for needle, positions in group if needle in lower]
+        if not found and not ruleset.rules_without_needles:
+            return text
         keyed: bool | None = None  # whether a key-name rule can mask (None: not judged)
-        for position in sorted(candidates):
+        for position in sorted(set(ruleset.rules_without_needles).union(*found)):
             rule = ruleset.text[position]
             if code and not rule.in_code:
                 continue
@@ -286,15 +350,24 @@ class Redactor:
         return "".join(out)
 
     def _entropy(self, text: str) -> str:
+        ruleset = rules()
+        if len(text) < ruleset.entropy_min_chars:
+            return text  # too short to hold a token
         def mask(match: re.Match[str]) -> str:
             if is_high_entropy(match.group(0)):
                 self.count += 1
                 return MASK
             return match.group(0)
-        return rules().entropy_token.sub(mask, text)
+        return ruleset.entropy_token.sub(mask, text)
 
     def text(self, value: str) -> str:
         """Free text (an error message, a log line): every text rule, no entropy rule."""
+        if len(value) <= _REMEMBERED_TEXT_CHARS:
+            # A dead letter's fields (tool, outcome, failure mode) repeat endlessly.
+            clean, replaced = _text(value)
+            if replaced:
+                self.count += replaced
+            return clean
         return self._apply(value, code=False)
 
     def evidence_text(self, value: str) -> str:
@@ -302,7 +375,8 @@ class Redactor:
         if len(value) <= _REMEMBERED_TEXT_CHARS:
             # Dead letters repeat a few reasons endlessly (a damaged file: one per line).
             clean, replaced = _evidence_text(value)
-            self.count += replaced
+            if replaced:
+                self.count += replaced
             return clean
         return self._entropy(self._apply(value, code=False))
 
@@ -313,12 +387,32 @@ class Redactor:
         """A copy of a JSON value: secrets under secret keys, and in every string."""
         if key is not None and is_secret_key(key):
             return self._mask_all(value)
+        return self._walk(value, self.evidence_text if entropy else self.text)
+
+    def _walk(self, value: Any, redact: Callable[[str], str]) -> Any:
+        """`value` of a value under no secret key, `redact` for its strings."""
+        # Exact types first (what JSON decoders give); subclasses take the same paths
+        # by isinstance below.
+        kind = type(value)
+        if kind is str:
+            return redact(value)
+        if kind in _SCALARS:
+            return value
+        if kind is dict:
+            return {k: (self._mask_all(v) if is_secret_key(k if type(k) is str else str(k))
+                        else redact(v) if type(v) is str
+                        else v if type(v) in _SCALARS else self._walk(v, redact))
+                    for k, v in value.items()}
+        if kind is list or kind is tuple:
+            return [redact(v) if type(v) is str else v if type(v) in _SCALARS
+                    else self._walk(v, redact) for v in value]
         if isinstance(value, str):
-            return self.evidence_text(value) if entropy else self.text(value)
+            return redact(value)
         if isinstance(value, dict):
-            return {k: self.value(v, str(k), entropy) for k, v in value.items()}
+            return {k: (self._mask_all(v) if is_secret_key(str(k)) else self._walk(v, redact))
+                    for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self.value(v, None, entropy) for v in value]
+            return [self._walk(v, redact) for v in value]
         return value
 
     def _mask_all(self, value: Any) -> Any:
@@ -393,6 +487,17 @@ def _evidence_text(value: str) -> tuple[str, int]:
     redactor = Redactor()
     clean = redactor._entropy(redactor._apply(value, code=False))
     return clean, redactor.count
+
+
+@lru_cache(maxsize=2048)
+def _text(value: str) -> tuple[str, int]:
+    """`Redactor.text` of a short text, and how many spans it replaced."""
+    redactor = Redactor()
+    return redactor._apply(value, code=False), redactor.count
+
+
+# Values `Redactor.value` returns as they are (under no secret key).
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
 
 
 def redact(value: Any) -> Any:
