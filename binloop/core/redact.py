@@ -22,8 +22,13 @@ Four mechanisms, all replacing with `[REDACTED]`:
 4. nothing else: record ids, event ids, tools, failure modes, session and agent ids
    are identifiers and are never changed.
 
-Cheap by construction: it runs on the evidence of fired events and on dead letters,
-not on every valid record.
+It runs on the evidence of fired events, on dead letters and on every record of the
+OTLP receiver, so its miss path (a text with no secret: nearly all of them) is cheap:
+a gate absent from a text rules out a group of needles at once, the key-name rules
+run only where the text's letters hold a secret word, no entropy scan of a text too
+short for a token, and texts and keys proven innocent lately are skipped by a set
+lookup (bounded). Each shortcut only skips work whose result is known:
+tests/test_redact_fast_path.py compares the redactor with the plain rules.
 """
 
 from __future__ import annotations
@@ -363,20 +368,29 @@ class Redactor:
     def text(self, value: str) -> str:
         """Free text (an error message, a log line): every text rule, no entropy rule."""
         if len(value) <= _REMEMBERED_TEXT_CHARS:
+            if type(value) is str and value in _CLEAN_TEXTS:
+                return value
             # A dead letter's fields (tool, outcome, failure mode) repeat endlessly.
             clean, replaced = _text(value)
             if replaced:
                 self.count += replaced
+            else:
+                _remember(value, _CLEAN_TEXTS)
             return clean
         return self._apply(value, code=False)
 
     def evidence_text(self, value: str) -> str:
         """Text inside a record's args or error: every text rule and the entropy rule."""
         if len(value) <= _REMEMBERED_TEXT_CHARS:
+            if type(value) is str and value in _CLEAN_EVIDENCE:
+                return value
             # Dead letters repeat a few reasons endlessly (a damaged file: one per line).
             clean, replaced = _evidence_text(value)
             if replaced:
                 self.count += replaced
+            else:
+                # No text rule masked anything either.
+                _remember(value, _CLEAN_EVIDENCE, _CLEAN_TEXTS)
             return clean
         return self._entropy(self._apply(value, code=False))
 
@@ -387,32 +401,39 @@ class Redactor:
         """A copy of a JSON value: secrets under secret keys, and in every string."""
         if key is not None and is_secret_key(key):
             return self._mask_all(value)
-        return self._walk(value, self.evidence_text if entropy else self.text)
+        if entropy:
+            return self._walk(value, self.evidence_text, _CLEAN_EVIDENCE)
+        return self._walk(value, self.text, _CLEAN_TEXTS)
 
-    def _walk(self, value: Any, redact: Callable[[str], str]) -> Any:
-        """`value` of a value under no secret key, `redact` for its strings."""
-        # Exact types first (what JSON decoders give); subclasses take the same paths
-        # by isinstance below.
+    def _walk(self, value: Any, redact: Callable[[str], str], clean: set[str]) -> Any:
+        """`value` of a value under no secret key: `redact` for its strings, except
+        those in `clean` (`redact` leaves them as they are)."""
+        # Exact types first (what JSON decoders give), texts and keys already proven
+        # innocent by a set lookup (no call); subclasses take the isinstance paths below.
         kind = type(value)
         if kind is str:
-            return redact(value)
+            return value if value in clean else redact(value)
         if kind in _SCALARS:
             return value
         if kind is dict:
-            return {k: (self._mask_all(v) if is_secret_key(k if type(k) is str else str(k))
+            keys = _INNOCENT_KEYS
+            return {k: (self._mask_all(v) if not (type(k) is str and k in keys)
+                        and _is_secret(k)
+                        else v if type(v) in _SCALARS or (type(v) is str and v in clean)
                         else redact(v) if type(v) is str
-                        else v if type(v) in _SCALARS else self._walk(v, redact))
+                        else self._walk(v, redact, clean))
                     for k, v in value.items()}
         if kind is list or kind is tuple:
-            return [redact(v) if type(v) is str else v if type(v) in _SCALARS
-                    else self._walk(v, redact) for v in value]
+            return [v if type(v) in _SCALARS or (type(v) is str and v in clean)
+                    else redact(v) if type(v) is str
+                    else self._walk(v, redact, clean) for v in value]
         if isinstance(value, str):
             return redact(value)
         if isinstance(value, dict):
-            return {k: (self._mask_all(v) if is_secret_key(str(k)) else self._walk(v, redact))
-                    for k, v in value.items()}
+            return {k: (self._mask_all(v) if is_secret_key(str(k))
+                        else self._walk(v, redact, clean)) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self._walk(v, redact) for v in value]
+            return [self._walk(v, redact, clean) for v in value]
         return value
 
     def _mask_all(self, value: Any) -> Any:
@@ -498,6 +519,32 @@ def _text(value: str) -> tuple[str, int]:
 
 # Values `Redactor.value` returns as they are (under no secret key).
 _SCALARS: Final = frozenset({int, float, bool, type(None)})
+
+# Short texts and keys proven innocent lately (no mask; not a secret key), so that the
+# walk of a value skips them with a set lookup. Bounded: emptied when full (hostile
+# input cannot grow them), and membership only ever skips work whose result is known.
+_PROVEN_MAX: Final = 4096
+_CLEAN_TEXTS: Final[set[str]] = set()  # `Redactor.text` leaves them, with no mask
+_CLEAN_EVIDENCE: Final[set[str]] = set()  # `Redactor.evidence_text` leaves them
+_INNOCENT_KEYS: Final[set[str]] = set()  # `is_secret_key` is False
+
+
+def _remember(text: str, *proven: set[str]) -> None:
+    if type(text) is str:  # never a subclass, whose equality may differ
+        for found in proven:
+            if len(found) >= _PROVEN_MAX:
+                found.clear()
+            found.add(text)
+
+
+def _is_secret(key: object) -> bool:
+    """`is_secret_key(str(key))`, remembering an innocent key."""
+    name = key if type(key) is str else str(key)
+    if is_secret_key(name):
+        return True
+    if name is key:
+        _remember(name, _INNOCENT_KEYS)
+    return False
 
 
 def redact(value: Any) -> Any:
