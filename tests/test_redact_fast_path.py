@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -201,7 +202,10 @@ def _fragments() -> list[str]:
 
 
 FRAGMENTS = _fragments()
-TEXTS = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=6), max_size=12).map("".join)
+# Texts each rule's pattern matches (hypothesis writes them from the pattern itself).
+RULE_MATCHES = st.sampled_from(rules().text).flatmap(lambda rule: st.from_regex(rule.pattern))
+TEXTS = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=6) | RULE_MATCHES,
+                 max_size=12).map("".join)
 KEYS = st.sampled_from(_key_forms()) | st.text(max_size=8)
 SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
            | st.sampled_from(["", MASK]) | TEXTS)
@@ -236,13 +240,26 @@ def _same(method: str, value: Any, *args: Any) -> None:
     assert fast.count == plain.count
 
 
-@settings(max_examples=600)
+@settings(max_examples=400)
 @given(TEXTS)
 def test_texts_are_redacted_as_the_plain_rules_do(text: str) -> None:
     for method in ("text", "evidence_text"):
         _same(method, text)
     fast, plain = Redactor(), Reference()
     assert (fast.code(text), fast.count) == (plain.apply(text, code=True), plain.count)
+
+
+@pytest.mark.parametrize("position", range(len(rules().text)),
+                         ids=[rule.id for rule in rules().text])
+@settings(max_examples=60)
+@given(data=st.data())
+def test_short_texts_with_a_match_of_each_rule_are_redacted_as_the_plain_rules_do(
+        position: int, data: st.DataObject) -> None:
+    match = data.draw(st.from_regex(rules().text[position].pattern))
+    before, after = data.draw(st.sampled_from(_TRICKY)), data.draw(st.sampled_from(_TRICKY))
+    for text in (match, before + match + after):
+        for method in ("text", "evidence_text"):
+            _same(method, text)
 
 
 def test_every_corpus_text_and_pair_is_redacted_as_the_plain_rules_do() -> None:
@@ -277,7 +294,7 @@ def test_every_key_form_is_judged_as_the_plain_rules_do() -> None:
     assert plain.count > 50  # most forms are secret keys
 
 
-@settings(max_examples=300)
+@settings(max_examples=200)
 @given(EVENTS)
 def test_records_and_events_are_redacted_as_the_plain_rules_do(event: dict[str, Any]) -> None:
     _same("event", event)
@@ -286,7 +303,7 @@ def test_records_and_events_are_redacted_as_the_plain_rules_do(event: dict[str, 
             _same("record", rec)
 
 
-@settings(max_examples=300)
+@settings(max_examples=200)
 @given(DEAD_LETTERS)
 def test_dead_letters_are_redacted_as_the_plain_rules_do(letter: DeadLetter) -> None:
     _same("dead_letter", letter)
