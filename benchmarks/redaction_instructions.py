@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -83,9 +84,11 @@ def run_case(case: str, rounds: int) -> None:
 
 
 def instructions(case: str, rounds: int) -> int:
+    # One hash seed: set and dict layouts, so the counts, are the same run after run.
     done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
                            sys.executable, "-m", "benchmarks.redaction_instructions", "case",
-                           case, str(rounds)], capture_output=True, text=True, check=True)
+                           case, str(rounds)], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONHASHSEED": "0"})
     found = re.search(r"refs:\s*([\d,]+)", done.stderr)
     if found is None:
         raise RuntimeError(f"no instruction count from valgrind: {done.stderr[-500:]}")
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         run_case(args[1], int(args[2]))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     options = parser.parse_args(args)
     if shutil.which("valgrind") is None:

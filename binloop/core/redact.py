@@ -89,14 +89,12 @@ class Rules:
     # word and phrase: where it finds none, no key in the text is a secret key, and the
     # key-name text rules cannot mask anything. None for another word pattern.
     secret_in_squashed: re.Pattern[bytes] | None
-    # Which text rules (positions in `text`) can match a text holding a needle: the
-    # case-sensitive needles, the lower-case ones, and the rules that have no needle.
-    rules_by_needle: Mapping[str, tuple[int, ...]]
-    rules_by_folded_needle: Mapping[str, tuple[int, ...]]
+    # The rules (positions in `text`) that have no needle: they can match any text.
     rules_without_needles: tuple[int, ...]
-    # The needle index as gates: (gate, ((needle, rule positions), ...)), the gate a
-    # substring of each of its needles, so that a text without the gate holds none of
-    # them (one `in` rules out a whole group). Case-sensitive needles, then lower-case.
+    # Which rules can match a text holding a needle, as gates: (gate, ((needle, rule
+    # positions), ...)), the gate a substring of each of its needles, so that a text
+    # without the gate holds none of them (one `in` rules out a whole group).
+    # Case-sensitive needles, then lower-case ones.
     gated_needles: tuple[Gate, ...]
     gated_folded_needles: tuple[Gate, ...]
     # The same groups by their gate character, for a short text, whose few distinct
@@ -136,6 +134,8 @@ def rules() -> Rules:
                           r["secret_group"], r.get("key_group"), r["scope"] == "any",
                           frozenset(r.get("needles", ())), "i" in r["flags"])
                  for r in data["text_rules"])
+    by_needle = _rules_by_needle(text, folded=False)
+    by_folded_needle = _rules_by_needle(text, folded=True)
     return Rules(
         word=re.compile(keys["word_pattern"], re.ASCII),
         secret_words=frozenset(keys["secret_words"]),
@@ -151,15 +151,12 @@ def rules() -> Rules:
         entropy_exempt_within=tuple(re.compile(p, re.ASCII)
                                     for p in entropy["exempt_if_contains"]),
         secret_in_squashed=_secret_in_squashed(keys),
-        rules_by_needle=_rules_by_needle(text, folded=False),
-        rules_by_folded_needle=_rules_by_needle(text, folded=True),
         rules_without_needles=tuple(i for i, r in enumerate(text) if not r.needles),
-        gated_needles=_gates(_rules_by_needle(text, folded=False)),
-        gated_folded_needles=_gates(_rules_by_needle(text, folded=True)),
-        needles_by_char=_by_gate_char(_rules_by_needle(text, folded=False)),
-        folded_needles_by_char=_by_gate_char(_rules_by_needle(text, folded=True)),
-        needle_chars=frozenset(_by_gate_char(_rules_by_needle(text, folded=False))),
-        folded_needle_chars=frozenset(_by_gate_char(_rules_by_needle(text, folded=True))))
+        gated_needles=_gates(by_needle), gated_folded_needles=_gates(by_folded_needle),
+        needles_by_char=_by_gate_char(by_needle),
+        folded_needles_by_char=_by_gate_char(by_folded_needle),
+        needle_chars=frozenset(_by_gate_char(by_needle)),
+        folded_needle_chars=frozenset(_by_gate_char(by_folded_needle)))
 
 
 def _entropy_token(entropy: dict[str, Any]) -> re.Pattern[str]:
