@@ -236,7 +236,9 @@ DEAD_LETTERS = st.builds(DeadLetter, RECORDS.map(_json_line) | TEXTS
 
 def _same(method: str, value: Any, *args: Any) -> None:
     fast, plain = Redactor(), Reference()
-    assert getattr(fast, method)(value, *args) == getattr(plain, method)(value, *args)
+    got, expected = getattr(fast, method)(value, *args), getattr(plain, method)(value, *args)
+    # repr too: equal is not identical (True == 1, 0.0 == -0.0, a list and a tuple).
+    assert got == expected and repr(got) == repr(expected)
     assert fast.count == plain.count
 
 
@@ -251,7 +253,7 @@ def test_texts_are_redacted_as_the_plain_rules_do(text: str) -> None:
 
 @pytest.mark.parametrize("position", range(len(rules().text)),
                          ids=[rule.id for rule in rules().text])
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(data=st.data())
 def test_short_texts_with_a_match_of_each_rule_are_redacted_as_the_plain_rules_do(
         position: int, data: st.DataObject) -> None:
