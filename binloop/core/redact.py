@@ -22,8 +22,13 @@ Four mechanisms, all replacing with `[REDACTED]`:
 4. nothing else: record ids, event ids, tools, failure modes, session and agent ids
    are identifiers and are never changed.
 
-Cheap by construction: it runs on the evidence of fired events and on dead letters,
-not on every valid record.
+It runs on the evidence of fired events, on dead letters and on every record of the
+OTLP receiver, so its miss path (a text with no secret: nearly all of them) is cheap:
+a gate absent from a text rules out a group of needles at once, the key-name rules
+run only where the text's letters hold a secret word, no entropy scan of a text too
+short for a token, and texts and keys proven innocent lately are skipped by a set
+lookup (bounded). Each shortcut only skips work whose result is known:
+tests/test_redact_fast_path.py compares the redactor with the plain rules.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from pathlib import Path
@@ -73,6 +78,9 @@ class Rules:
     needles: tuple[str, ...]
     folded_needles: tuple[str, ...]
     entropy_token: re.Pattern[str]
+    # The token pattern matches nothing shorter (checked when the rules load): a shorter
+    # text needs no entropy scan.
+    entropy_min_chars: int
     entropy_bits: float
     entropy_skip_prefixes: tuple[str, ...]
     entropy_exempt: tuple[re.Pattern[str], ...]
@@ -80,18 +88,30 @@ class Rules:
     # Finds, in a text's letters and digits (lower-cased, all else removed), every secret
     # word and phrase: where it finds none, no key in the text is a secret key, and the
     # key-name text rules cannot mask anything. None for another word pattern.
-    secret_in_squashed: re.Pattern[str] | None
-    # Which text rules (positions in `text`) can match a text holding a needle: the
-    # case-sensitive needles, the lower-case ones, and the rules that have no needle.
-    rules_by_needle: Mapping[str, tuple[int, ...]]
-    rules_by_folded_needle: Mapping[str, tuple[int, ...]]
+    secret_in_squashed: re.Pattern[bytes] | None
+    # The rules (positions in `text`) that have no needle: they can match any text.
     rules_without_needles: tuple[int, ...]
+    # Which rules can match a text holding a needle, as gates: (gate, ((needle, rule
+    # positions), ...)), the gate a substring of each of its needles, so that a text
+    # without the gate holds none of them (one `in` rules out a whole group).
+    # Case-sensitive needles, then lower-case ones.
+    gated_needles: tuple[Gate, ...]
+    gated_folded_needles: tuple[Gate, ...]
+    # The same groups by their gate character, for a short text, whose few distinct
+    # characters one set intersection finds: only the groups of those are looked at.
+    needles_by_char: Mapping[str, Group]
+    folded_needles_by_char: Mapping[str, Group]
+    needle_chars: frozenset[str]
+    folded_needle_chars: frozenset[str]
+
+
+Group = tuple[tuple[str, tuple[int, ...]], ...]  # (needle, rule positions), ...
+Gate = tuple[str, Group]
 
 
 # The word pattern for which a key's words, joined, are exactly its letters and digits
 # lower-cased (what makes `secret_in_squashed` sound).
 _ALNUM_WORDS: Final = "[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+"
-_NOT_ALNUM: Final = re.compile("[^A-Za-z0-9]+")
 
 
 def _flags(letters: str) -> int:
@@ -114,6 +134,8 @@ def rules() -> Rules:
                           r["secret_group"], r.get("key_group"), r["scope"] == "any",
                           frozenset(r.get("needles", ())), "i" in r["flags"])
                  for r in data["text_rules"])
+    by_needle = _rules_by_needle(text, folded=False)
+    by_folded_needle = _rules_by_needle(text, folded=True)
     return Rules(
         word=re.compile(keys["word_pattern"], re.ASCII),
         secret_words=frozenset(keys["secret_words"]),
@@ -121,16 +143,62 @@ def rules() -> Rules:
         not_secret_last=frozenset(keys["not_secret_last_words"]), text=text,
         needles=tuple(sorted({n for r in text if not r.folded for n in r.needles})),
         folded_needles=tuple(sorted({n for r in text if r.folded for n in r.needles})),
-        entropy_token=re.compile(entropy["token_pattern"], re.ASCII),
+        entropy_token=_entropy_token(entropy),
+        entropy_min_chars=int(entropy["min_length"]),
         entropy_bits=float(entropy["min_bits_per_char"]),
         entropy_skip_prefixes=tuple(entropy["skip_if_starts_with"]),
         entropy_exempt=tuple(re.compile(p, re.ASCII) for p in entropy["exempt_patterns"]),
         entropy_exempt_within=tuple(re.compile(p, re.ASCII)
                                     for p in entropy["exempt_if_contains"]),
         secret_in_squashed=_secret_in_squashed(keys),
-        rules_by_needle=_rules_by_needle(text, folded=False),
-        rules_by_folded_needle=_rules_by_needle(text, folded=True),
-        rules_without_needles=tuple(i for i, r in enumerate(text) if not r.needles))
+        rules_without_needles=tuple(i for i, r in enumerate(text) if not r.needles),
+        gated_needles=_gates(by_needle), gated_folded_needles=_gates(by_folded_needle),
+        needles_by_char=_by_gate_char(by_needle),
+        folded_needles_by_char=_by_gate_char(by_folded_needle),
+        needle_chars=frozenset(_by_gate_char(by_needle)),
+        folded_needle_chars=frozenset(_by_gate_char(by_folded_needle)))
+
+
+def _entropy_token(entropy: dict[str, Any]) -> re.Pattern[str]:
+    pattern = re.compile(entropy["token_pattern"], re.ASCII)
+    shortest = int(entropy["min_length"])
+    # The length shortcut is sound only if no shorter text can hold a token; the
+    # pattern's own minimum width says so (tests/test_redact_fast_path.py checks both).
+    if _min_width(pattern) < shortest:
+        raise ValueError(f"{RULES_PATH}: entropy.min_length {shortest} exceeds the "
+                         "token pattern's shortest match")
+    return pattern
+
+
+def _min_width(pattern: re.Pattern[str]) -> int:
+    """The length of the shortest text `pattern` can match (0 when unknown)."""
+    try:
+        from re import _parser  # type: ignore[attr-defined]  # Python >= 3.11
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_parse as _parser
+    width: int = _parser.parse(pattern.pattern, pattern.flags).getwidth()[0]
+    return width
+
+
+# Characters from rarest to commonest in telemetry text: a needle's gate is its rarest
+# character (only the speed depends on this order, never the result).
+_GATE_ORDER: Final = ("=:_./-\\@#$%^&*~|0123456789JQXZVKWYBGFPUHDMLCNRTIOSEA"
+                      "jqxzvkwybgfp\t hdmulcnrtioesa\n")
+
+
+def _by_gate_char(by_needle: dict[str, tuple[int, ...]]) -> dict[str, Group]:
+    """The needles grouped by their rarest character."""
+    groups: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    for needle, positions in sorted(by_needle.items()):
+        gate = min(needle, key=lambda c: _GATE_ORDER.find(c) % (len(_GATE_ORDER) + 1))
+        groups.setdefault(gate, []).append((needle, positions))
+    return {gate: tuple(members) for gate, members in sorted(groups.items())}
+
+
+def _gates(by_needle: dict[str, tuple[int, ...]]) -> tuple[Gate, ...]:
+    # A gate of one needle is the needle itself: one `in` instead of two.
+    return tuple((members[0][0] if len(members) == 1 else gate, members)
+                 for gate, members in _by_gate_char(by_needle).items())
 
 
 def _rules_by_needle(text: tuple[TextRule, ...], folded: bool) -> dict[str, tuple[int, ...]]:
@@ -142,11 +210,11 @@ def _rules_by_needle(text: tuple[TextRule, ...], folded: bool) -> dict[str, tupl
     return {needle: tuple(positions) for needle, positions in found.items()}
 
 
-def _secret_in_squashed(keys: dict[str, Any]) -> re.Pattern[str] | None:
+def _secret_in_squashed(keys: dict[str, Any]) -> re.Pattern[bytes] | None:
     if keys["word_pattern"] != _ALNUM_WORDS:
         return None
     found = set(keys["secret_words"]) | {a + b for a, b in keys["secret_phrases"]}
-    return re.compile(_trie_pattern(found))
+    return re.compile(_trie_pattern(found).encode("ascii"))
 
 
 def _trie_pattern(words: set[str]) -> str:
@@ -177,7 +245,20 @@ def may_name_a_secret(text: str) -> bool:
     secret key's words hold a secret word or phrase, and its words joined are its letters
     and digits, a run of the text's letters and digits."""
     pattern = rules().secret_in_squashed
-    return pattern is None or pattern.search(_NOT_ALNUM.sub("", text).lower()) is not None
+    return pattern is None or pattern.search(squashed(text)) is not None
+
+
+# ASCII letters lower-cased, digits kept, every other byte deleted.
+_SQUASH_TABLE: Final = bytes(range(256)).lower()
+_SQUASH_DELETE: Final = bytes(c for c in range(256) if not chr(c).isascii()
+                              or not chr(c).isalnum())
+
+
+def squashed(text: str) -> bytes:
+    """The ASCII letters (lower-cased) and digits of `text`, all else removed, as bytes
+    (UTF-8 writes every other character as bytes >= 0x80, which are deleted; lone
+    surrogates too): one C pass, where a regex substitution was the prefilter's cost."""
+    return text.encode("utf-8", "surrogatepass").translate(_SQUASH_TABLE, _SQUASH_DELETE)
 
 
 def key_words(key: str) -> list[str]:
@@ -185,16 +266,19 @@ def key_words(key: str) -> list[str]:
     return [w.lower() for w in rules().word.findall(key)]
 
 
-@cache
+# Keys come from telemetry: a bounded cache, so that hostile input cannot grow it.
+@lru_cache(maxsize=8192)
 def is_secret_key(key: str) -> bool:
     """Whether values under `key` are secrets (see the module docstring)."""
     ruleset = rules()
+    if not may_name_a_secret(key):
+        return False  # no secret word or phrase among its words (most keys: one search)
     words = key_words(key)
     if not words or words[-1] in ruleset.not_secret_last:
         return False
-    if "".join(words) in ruleset.secret_words or any(w in ruleset.secret_words for w in words):
+    if "".join(words) in ruleset.secret_words or not ruleset.secret_words.isdisjoint(words):
         return True
-    return any(pair in ruleset.secret_phrases for pair in itertools.pairwise(words))
+    return not ruleset.secret_phrases.isdisjoint(itertools.pairwise(words))
 
 
 def shannon_bits(token: str) -> float:
@@ -234,16 +318,23 @@ class Redactor:
         lower = text.lower()
         # The rules that can match: those with a needle in the text, and those without
         # needles, in the rule set's order (one rule's masks are the next one's input).
-        candidates = set(ruleset.rules_without_needles)
-        by_needle, by_folded = ruleset.rules_by_needle, ruleset.rules_by_folded_needle
-        for needle in ruleset.needles:
-            if needle in text:
-                candidates.update(by_needle[needle])
-        for needle in ruleset.folded_needles:
-            if needle in lower:
-                candidates.update(by_folded[needle])
+        # A gate absent from the text rules out every needle behind it (the miss path:
+        # most texts hold no needle, or only `-`, `:`, `=`).
+        if len(text) <= _SHORT_TEXT_CHARS:
+            by_char, by_folded_char = ruleset.needles_by_char, ruleset.folded_needles_by_char
+            found = [positions for char in ruleset.needle_chars.intersection(text)
+                     for needle, positions in by_char[char] if needle in text]
+            found += [positions for char in ruleset.folded_needle_chars.intersection(lower)
+                      for needle, positions in by_folded_char[char] if needle in lower]
+        else:
+            found = [positions for gate, group in ruleset.gated_needles if gate in text
+                     for needle, positions in group if needle in text]
+            found += [positions for gate, group in ruleset.gated_folded_needles
+                      if gate in lower for needle, positions in group if needle in lower]
+        if not found and not ruleset.rules_without_needles:
+            return text
         keyed: bool | None = None  # whether a key-name rule can mask (None: not judged)
-        for position in sorted(candidates):
+        for position in sorted(set(ruleset.rules_without_needles).union(*found)):
             rule = ruleset.text[position]
             if code and not rule.in_code:
                 continue
@@ -286,23 +377,42 @@ class Redactor:
         return "".join(out)
 
     def _entropy(self, text: str) -> str:
+        ruleset = rules()
+        if len(text) < ruleset.entropy_min_chars:
+            return text  # too short to hold a token
         def mask(match: re.Match[str]) -> str:
             if is_high_entropy(match.group(0)):
                 self.count += 1
                 return MASK
             return match.group(0)
-        return rules().entropy_token.sub(mask, text)
+        return ruleset.entropy_token.sub(mask, text)
 
     def text(self, value: str) -> str:
         """Free text (an error message, a log line): every text rule, no entropy rule."""
+        if len(value) <= _REMEMBERED_TEXT_CHARS:
+            if type(value) is str and value in _CLEAN_TEXTS:
+                return value
+            # A dead letter's fields (tool, outcome, failure mode) repeat endlessly.
+            clean, replaced = _text(value)
+            if replaced:
+                self.count += replaced
+            else:
+                _remember(value, _CLEAN_TEXTS)
+            return clean
         return self._apply(value, code=False)
 
     def evidence_text(self, value: str) -> str:
         """Text inside a record's args or error: every text rule and the entropy rule."""
         if len(value) <= _REMEMBERED_TEXT_CHARS:
+            if type(value) is str and value in _CLEAN_EVIDENCE:
+                return value
             # Dead letters repeat a few reasons endlessly (a damaged file: one per line).
             clean, replaced = _evidence_text(value)
-            self.count += replaced
+            if replaced:
+                self.count += replaced
+            else:
+                # No text rule masked anything either.
+                _remember(value, _CLEAN_EVIDENCE, _CLEAN_TEXTS)
             return clean
         return self._entropy(self._apply(value, code=False))
 
@@ -313,12 +423,39 @@ class Redactor:
         """A copy of a JSON value: secrets under secret keys, and in every string."""
         if key is not None and is_secret_key(key):
             return self._mask_all(value)
+        if entropy:
+            return self._walk(value, self.evidence_text, _CLEAN_EVIDENCE)
+        return self._walk(value, self.text, _CLEAN_TEXTS)
+
+    def _walk(self, value: Any, redact: Callable[[str], str], clean: set[str]) -> Any:
+        """`value` of a value under no secret key: `redact` for its strings, except
+        those in `clean` (`redact` leaves them as they are)."""
+        # Exact types first (what JSON decoders give), texts and keys already proven
+        # innocent by a set lookup (no call); subclasses take the isinstance paths below.
+        kind = type(value)
+        if kind is str:
+            return value if value in clean else redact(value)
+        if kind in _SCALARS:
+            return value
+        if kind is dict:
+            keys = _INNOCENT_KEYS
+            return {k: (self._mask_all(v) if not (type(k) is str and k in keys)
+                        and _is_secret(k)
+                        else v if type(v) in _SCALARS or (type(v) is str and v in clean)
+                        else redact(v) if type(v) is str
+                        else self._walk(v, redact, clean))
+                    for k, v in value.items()}
+        if kind is list or kind is tuple:
+            return [v if type(v) in _SCALARS or (type(v) is str and v in clean)
+                    else redact(v) if type(v) is str
+                    else self._walk(v, redact, clean) for v in value]
         if isinstance(value, str):
-            return self.evidence_text(value) if entropy else self.text(value)
+            return redact(value)
         if isinstance(value, dict):
-            return {k: self.value(v, str(k), entropy) for k, v in value.items()}
+            return {k: (self._mask_all(v) if is_secret_key(str(k))
+                        else self._walk(v, redact, clean)) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self.value(v, None, entropy) for v in value]
+            return [self._walk(v, redact, clean) for v in value]
         return value
 
     def _mask_all(self, value: Any) -> Any:
@@ -383,6 +520,10 @@ class Redactor:
         return value
 
 
+# Texts up to this length find their needles' gates by one set intersection of their
+# characters (cheaper than an `in` a gate up to about this length).
+_SHORT_TEXT_CHARS: Final = 48
+
 # Short texts redacted lately, remembered in this process only (never written anywhere).
 _REMEMBERED_TEXT_CHARS: Final = 512
 
@@ -393,6 +534,43 @@ def _evidence_text(value: str) -> tuple[str, int]:
     redactor = Redactor()
     clean = redactor._entropy(redactor._apply(value, code=False))
     return clean, redactor.count
+
+
+@lru_cache(maxsize=2048)
+def _text(value: str) -> tuple[str, int]:
+    """`Redactor.text` of a short text, and how many spans it replaced."""
+    redactor = Redactor()
+    return redactor._apply(value, code=False), redactor.count
+
+
+# Values `Redactor.value` returns as they are (under no secret key).
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
+
+# Short texts and keys proven innocent lately (no mask; not a secret key), so that the
+# walk of a value skips them with a set lookup. Bounded: emptied when full (hostile
+# input cannot grow them), and membership only ever skips work whose result is known.
+_PROVEN_MAX: Final = 4096
+_CLEAN_TEXTS: Final[set[str]] = set()  # `Redactor.text` leaves them, with no mask
+_CLEAN_EVIDENCE: Final[set[str]] = set()  # `Redactor.evidence_text` leaves them
+_INNOCENT_KEYS: Final[set[str]] = set()  # `is_secret_key` is False
+
+
+def _remember(text: str, *proven: set[str]) -> None:
+    if type(text) is str:  # never a subclass, whose equality may differ
+        for found in proven:
+            if len(found) >= _PROVEN_MAX:
+                found.clear()
+            found.add(text)
+
+
+def _is_secret(key: object) -> bool:
+    """`is_secret_key(str(key))`, remembering an innocent key."""
+    name = key if type(key) is str else str(key)
+    if is_secret_key(name):
+        return True
+    if name is key:
+        _remember(name, _INNOCENT_KEYS)
+    return False
 
 
 def redact(value: Any) -> Any:
