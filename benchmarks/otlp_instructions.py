@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import shutil
-import subprocess
 import sys
 from typing import Any
+
+from benchmarks.callgrind import added_instructions, require_valgrind
 
 STEPS = ("decode", "attributes", "map", "validate", "redact", "encode")
 
@@ -50,14 +49,7 @@ def run_step(step: str, bodies: int) -> None:
                 b"".join(record_line(rec) + b"\n" for rec in records)
 
 
-def instructions(step: str, bodies: int) -> int:
-    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                           sys.executable, "-m", "benchmarks.otlp_instructions", "step", step,
-                           str(bodies)], capture_output=True, text=True, check=True)
-    found = re.search(r"refs:\s*([\d,]+)", done.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count from valgrind: {done.stderr[-500:]}")
-    return int(found.group(1).replace(",", ""))
+HERE = "benchmarks.otlp_instructions"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,12 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS),
                         help="count only these steps (default: all)")
     options = parser.parse_args(args)
-    if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    require_valgrind()
     spans = options.bodies * 512
     result = {}
     for step in options.steps:
-        per_span = (instructions(step, options.bodies) - instructions(step, 0)) / spans
+        per_span = added_instructions(HERE, "step", step, options.bodies) / spans
         result[step] = round(per_span)
         print(f"{step:>10}: {per_span:9,.0f} instructions a span (cumulative)", flush=True)
     print(json.dumps(result))

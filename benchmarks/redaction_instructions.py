@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from benchmarks.callgrind import added_instructions, require_valgrind
 
 CASES = ("event", "dead_letter", "texts", "event_seen", "dead_letter_seen")
 TELEMETRY = Path("/work/shared/data/tau_airline_telemetry.jsonl")
@@ -83,16 +81,7 @@ def run_case(case: str, rounds: int) -> None:
         work()
 
 
-def instructions(case: str, rounds: int) -> int:
-    # One hash seed: set and dict layouts, so the counts, are the same run after run.
-    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                           sys.executable, "-m", "benchmarks.redaction_instructions", "case",
-                           case, str(rounds)], capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONHASHSEED": "0"})
-    found = re.search(r"refs:\s*([\d,]+)", done.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count from valgrind: {done.stderr[-500:]}")
-    return int(found.group(1).replace(",", ""))
+HERE = "benchmarks.redaction_instructions"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,11 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     options = parser.parse_args(args)
-    if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    require_valgrind()
     result = {}
     for case in options.cases:
-        per_round = (instructions(case, options.rounds) - instructions(case, 0)) / options.rounds
+        per_round = added_instructions(HERE, "case", case, options.rounds) / options.rounds
         result[case] = round(per_round)
         print(f"{case:>12}: {per_round:12,.0f} instructions a round", flush=True)
     print(json.dumps(result))
