@@ -29,6 +29,7 @@ from typing_extensions import override
 from binloop.core.config import default
 from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.summary import Progress
+from binloop.ops.thread_state import keep_thread_state
 from binloop.replay.readers import (
     STDIN,
     InputReader,
@@ -119,6 +120,7 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, Any]):
     @override
     def build_part(self, step_id: str, for_part: str,
                    resume_state: Any | None) -> _FilePartition:
+        keep_thread_state()
         strided = self._readers > 1
         resume = (None if resume_state is None
                   else position_from_plain(resume_state, strided))

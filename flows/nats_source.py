@@ -61,6 +61,7 @@ from binloop.nats.wire import Unsupported, acquire_wire, release_wire, stream_la
 from binloop.nats.wire_consumer import WireOrderedConsumer
 from binloop.ops.metrics import PartitionMetrics
 from binloop.ops.shutdown import stop_requested
+from binloop.ops.thread_state import keep_thread_state
 from binloop.replay.readers import RawChunk, newline_offsets
 
 SourceItem = RawChunk | DeadLetter
@@ -402,6 +403,7 @@ class NatsTelemetrySource(FixedPartitionedSource[SourceItem, Any]):
     @override
     def build_part(self, step_id: str, for_part: str,
                    resume_state: Any | None) -> _NatsPartition:
+        keep_thread_state()
         index = int(for_part.rpartition("/")[2])
         resume = None if resume_state is None else NatsPosition.from_snapshot(resume_state)
         self.partition_count()

@@ -35,6 +35,7 @@ from binloop.core.schema import (
 )
 from binloop.core.shard_snapshot import dump_shard, load_shard
 from binloop.core.shard_wire import PackedRecords, pack_records
+from binloop.ops.thread_state import keep_thread_state
 from binloop.replay.formats import mapper
 from binloop.replay.ingest import parse_counted
 from binloop.replay.readers import RawChunk
@@ -257,6 +258,7 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
 
     def __init__(self, params: DetectionParams, shards: int, resume: Any | None,
                  seed: Seed | None = None, limits: RecordLimits = DEFAULT_LIMITS) -> None:
+        keep_thread_state()
         self._parser = RecordParser(limits)
         self._partition_seen: dict[str, float] = {}
         if resume is not None:
