@@ -11,11 +11,9 @@ from bytewax.testing import TestingSink, TestingSource, cluster_main
 from binloop.ops.thread_state import keep_thread_state, kept_threads
 
 
-def test_a_worker_threads_state_lives_across_calls() -> None:
-    """A real 2-worker Bytewax run: once `keep_thread_state` ran in a worker thread, what
-    the thread keeps in its state (here a `threading.local`, stored in the thread state's
-    dict) is still there at the next call. Without it, pyo3 gives the thread a new state
-    on each entry into Python and the counts start again from 0."""
+def counts_by_thread() -> dict[int, list[int]]:
+    """A real 2-worker Bytewax run; for each worker thread, what a `threading.local`
+    counter read at each call."""
     local = threading.local()
 
     def count(item: int) -> tuple[int, int]:
@@ -30,14 +28,25 @@ def test_a_worker_threads_state_lives_across_calls() -> None:
     out: list[tuple[int, int]] = []
     op.output("out", counted, TestingSink(out))
     cluster_main(flow, [], 0, worker_count_per_proc=2)
-
     by_thread: dict[int, list[int]] = {}
     for thread, seen in out:
         by_thread.setdefault(thread, []).append(seen)
-    assert len(by_thread) == 2 and threading.get_ident() not in by_thread
-    for seen in by_thread.values():
-        assert sorted(seen) == list(range(len(seen)))  # never started again from 0
-    assert kept_threads() >= 2
+    return by_thread
+
+
+def test_a_worker_threads_state_lives_across_calls() -> None:
+    """Once `keep_thread_state` ran in a worker thread, what the thread keeps in its
+    state (a `threading.local` is stored in the thread state's dict) is still there at
+    the next call. Without it, pyo3 gives the thread a new state on each entry into
+    Python and the counts start again from 0. Twice in one process: the second run's
+    threads may get the first run's thread ids, and are kept all the same."""
+    before = kept_threads()
+    for _ in range(2):
+        by_thread = counts_by_thread()
+        assert len(by_thread) == 2 and threading.get_ident() not in by_thread
+        for seen in by_thread.values():
+            assert sorted(seen) == list(range(len(seen)))  # never started again from 0
+    assert kept_threads() - before == 4
 
 
 def test_the_main_thread_is_left_alone() -> None:

@@ -12,9 +12,11 @@ of system time; with the thread states kept, 790 `mmap`, 532 `munmap` and 0.2 s.
 
 `keep_thread_state` takes one more reference to the calling thread's state, the first
 time a worker thread runs binloop's code, and never gives it back: the state lives as
-long as the thread (the interpreter frees it at exit). The main thread's state is
-permanent already. A thread id that the system hands out again, after its thread ended,
-is not taken twice: that thread merely pays as before.
+long as the thread (the interpreter frees it at exit). Whether this thread state is kept
+already is marked in a `threading.local`, which lives in the thread state itself: a fresh
+state carries no mark, whatever the thread's id (ids are handed out again once a thread
+ends, as when one process runs several dataflows one after the other). The main thread's
+state is permanent already.
 """
 
 from __future__ import annotations
@@ -22,19 +24,20 @@ from __future__ import annotations
 import ctypes
 import threading
 
-_KEPT: set[int] = set()
+_MARK = threading.local()
+_kept = [0]
 
 
 def keep_thread_state() -> None:
     """Call from code that Bytewax runs in a worker thread (a partition's or a logic's
     builder); cheap to call again."""
-    ident = threading.get_ident()
-    if ident in _KEPT or ident == threading.main_thread().ident:
+    if getattr(_MARK, "kept", False) or threading.get_ident() == threading.main_thread().ident:
         return
-    _KEPT.add(ident)
     ctypes.pythonapi.PyGILState_Ensure()  # the interpreter lock is held: a counter += 1
+    _MARK.kept = True
+    _kept[0] += 1
 
 
 def kept_threads() -> int:
-    """How many threads' states are kept (for tests)."""
-    return len(_KEPT)
+    """How many thread states have been kept in this process (for tests)."""
+    return _kept[0]
