@@ -347,11 +347,11 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
 
     def _apply(self, records: list[tuple[Key, Candidate]], out: list[Any]) -> None:
         detector, parser = self.state.detector, self._parser
-        observe = detector.observe
+        ignores, observe = detector.ignores, detector.observe
         # Records from another process are packed: those ignored are never unpacked.
         kept: Iterable[tuple[Key, Candidate]] = (
-            records.unignored(detector.ignores) if isinstance(records, PackedRecords)
-            else detector.unignored(records))
+            records.unignored(ignores) if isinstance(records, PackedRecords)
+            else ((key, cand) for key, cand in records if not ignores(key, cand[3])))
         for _key, cand in kept:
             rec = full_record(cand, parser)
             seen = observe(rec)

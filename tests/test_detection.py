@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from binloop.core.detection import DetectionParams, Detector, KeyState, SessionWindows, detect
+from binloop.core.detection import DetectionParams, Detector, SessionWindows, detect
 from binloop.core.events import event_id
 from binloop.core.window import WindowSpec
 from tests.helpers import rec
@@ -163,35 +160,3 @@ def test_beyond_lateness_is_measured_against_the_key_s_own_newest_ts() -> None:
     detector.observe(rec(9 * MIN + 1))  # within a minute
     assert detector.stats.beyond_lateness == 1
 
-
-_KEYS = [("t", "ARGS.x"), ("t", "PERM.y"), ("u", "ARGS.x")]
-
-
-@settings(max_examples=300, deadline=None)
-@given(armed=st.lists(st.booleans(), min_size=3, max_size=3),
-       newest=st.lists(st.integers(0, 10 * MIN), min_size=3, max_size=3),
-       stamps=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10 * MIN)), max_size=40),
-       external_clock=st.booleans())
-def test_unignored_is_ignores_one_by_one(armed: list[bool], newest: list[int],
-                                          stamps: list[tuple[int, int]],
-                                          external_clock: bool) -> None:
-    """The batch filter keeps what `ignores` keeps and accounts the rest as it does."""
-    pairs = [((_KEYS[k] if k < 3 else ("new", "ARGS.x")), ("line", "t", "m", ts, 1))
-             for k, ts in stamps]
-
-    def detector() -> Detector:
-        made = Detector(params(allowed_lateness_ms=MIN), external_clock=external_clock)
-        for key, is_armed, ts in zip(_KEYS, armed, newest, strict=True):
-            if not is_armed:
-                made.disarm(key, epoch=1)
-            state = made.keys.setdefault(key, made.keys.get(key) or KeyState(None))
-            state.newest = ts
-        return made
-
-    one_by_one, batch = detector(), detector()
-    expected = [(key, cand) for key, cand in pairs if not one_by_one.ignores(key, cand[3])]
-    assert batch.unignored(pairs) == expected
-    assert batch.stats == one_by_one.stats
-    assert batch.max_ts == one_by_one.max_ts
-    assert {k: (s.armed, s.newest) for k, s in batch.keys.items()} == \
-        {k: (s.armed, s.newest) for k, s in one_by_one.keys.items()}

@@ -341,39 +341,6 @@ class Detector:
         self.stats.disarmed += 1
         return True
 
-    def unignored(self, pairs: Iterable[tuple[Key, Any]]) -> list[tuple[Key, Any]]:
-        """The `(key, candidate)` pairs (`candidate[3]` is the record's ts) that
-        :meth:`ignores` does not ignore, in order; the ignored ones are accounted as it
-        does, one by one (a shard's chunk holds hundreds of thousands of failures of
-        keys that have fired: one loop, not a call per record). Filtering a batch first
-        and observing the kept pairs afterwards is exact: only `observe` changes whether
-        a key is armed, by disarming a key that fires, whose later pairs of the batch
-        are then kept and accounted by `observe` as `ignores` would have."""
-        keys, lateness = self.keys, self.params.allowed_lateness_ms
-        kept: list[tuple[Key, Any]] = []
-        keep = kept.append
-        ignored = beyond = 0
-        newest_ts = self.max_ts
-        for pair in pairs:
-            state = keys.get(pair[0])
-            if state is None or state.armed:
-                keep(pair)
-                continue
-            ts = pair[1][3]
-            if ts < state.newest - lateness:
-                beyond += 1
-            if ts > state.newest:
-                state.newest = ts
-            if ts > newest_ts:
-                newest_ts = ts
-            ignored += 1
-        if ignored:
-            self.stats.disarmed += ignored
-            self.stats.beyond_lateness += beyond
-            if not self.external_clock:
-                self.max_ts = newest_ts
-        return kept
-
     def rearm(self, key: Key, fired_epoch: int) -> bool:
         """Arm a key again after the build for its `fired_epoch` event failed.
 
