@@ -390,31 +390,30 @@ class Redactor:
     def text(self, value: str) -> str:
         """Free text (an error message, a log line): every text rule, no entropy rule."""
         if len(value) <= _REMEMBERED_TEXT_CHARS:
-            if type(value) is str and value in _CLEAN_TEXTS:
-                return value
             # A dead letter's fields (tool, outcome, failure mode) repeat endlessly.
-            clean, replaced = _text(value)
-            if replaced:
-                self.count += replaced
-            else:
-                _remember(value, _CLEAN_TEXTS)
-            return clean
+            return self._remembered(value, _text, _CLEAN_TEXTS)
         return self._apply(value, code=False)
 
     def evidence_text(self, value: str) -> str:
         """Text inside a record's args or error: every text rule and the entropy rule."""
         if len(value) <= _REMEMBERED_TEXT_CHARS:
-            if type(value) is str and value in _CLEAN_EVIDENCE:
-                return value
             # Dead letters repeat a few reasons endlessly (a damaged file: one per line).
-            clean, replaced = _evidence_text(value)
-            if replaced:
-                self.count += replaced
-            else:
-                # No text rule masked anything either.
-                _remember(value, _CLEAN_EVIDENCE, _CLEAN_TEXTS)
-            return clean
+            # A text it leaves alone no text rule masks either: clean for `text` too.
+            return self._remembered(value, _evidence_text, _CLEAN_EVIDENCE, _CLEAN_TEXTS)
         return self._entropy(self._apply(value, code=False))
+
+    def _remembered(self, value: str, redacted: Callable[[str], tuple[str, int]],
+                    clean: set[str], *also_clean: set[str]) -> str:
+        """A short text as the cached `redacted` gives it, or as it is when it is in
+        `clean`; one left without a mask is remembered in `clean` and `also_clean`."""
+        if type(value) is str and value in clean:
+            return value
+        result, replaced = redacted(value)
+        if replaced:
+            self.count += replaced
+        else:
+            _remember(value, clean, *also_clean)
+        return result
 
     def code(self, value: str) -> str:
         return self._apply(value, code=True)
