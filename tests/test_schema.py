@@ -88,6 +88,7 @@ def test_extra_failure_codes_extend_the_taxonomy() -> None:
 
 # The hot path (`_already_normal`) must never accept what the full validator would
 # change or reject.
+from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -148,22 +149,23 @@ def test_hot_path_takes_normal_records() -> None:
     assert _already_normal({**NORMAL, "outcome": "FAILURE"}, DEFAULT_LIMITS) is None
 
 
+def record_or_reason(parse: Callable[[bytes], Any], raw: bytes) -> object:
+    """What `parse` gives for `raw`: the record, or the reason it refuses it."""
+    try:
+        return parse(raw)
+    except InvalidRecord as exc:
+        return str(exc)
+
+
 @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None, max_examples=300)
 @given(records())
 def test_record_parser_is_parse_record(obj: dict[str, Any]) -> None:
     """The per-chunk parser gives what `parse_record` gives (record or reason)."""
     raw = json.dumps(obj).encode()  # orjson refuses ints beyond 64 bits; a producer may not
     parser = RecordParser(DEFAULT_LIMITS)
-    try:
-        expected: object = parse_record(raw)
-    except InvalidRecord as exc:
-        expected = str(exc)
+    expected = record_or_reason(parse_record, raw)
     for _ in range(2):  # cold, then with the failure-mode cache warm
-        try:
-            got: object = parser.parse(raw)
-        except InvalidRecord as exc:
-            got = str(exc)
-        assert got == expected
+        assert record_or_reason(parser.parse, raw) == expected
 
 
 @st.composite
@@ -182,16 +184,10 @@ def test_parse_counted_is_parse_record(obj: dict[str, Any], failure_modes: str) 
     or reason), with and without failure-mode inference."""
     limits = RecordLimits(failure_modes=failure_modes)
     raw = json.dumps(obj).encode()
-    try:
-        expected: object = parse_record(raw, limits)
-    except InvalidRecord as exc:
-        expected = str(exc)
+    expected = record_or_reason(lambda line: parse_record(line, limits), raw)
     parser = RecordParser(limits)
     for _ in range(2):  # cold, then with the failure-mode cache warm
-        try:
-            got: object = parser.parse_counted(raw)
-        except InvalidRecord as exc:
-            got = str(exc)
+        got = record_or_reason(parser.parse_counted, raw)
         assert got == expected
         if isinstance(got, dict):
             assert dumps_record(got) == dumps_record(expected)  # type: ignore[arg-type]
