@@ -24,6 +24,25 @@ def corpus() -> dict[str, Any]:
     return data
 
 
+def strings_in(value: object) -> list[str]:
+    """Every string of a JSON value, its keys included, in order."""
+    found: list[str] = []
+
+    def walk(item: object) -> None:
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                found.append(str(key))
+                walk(inner)
+        elif isinstance(item, list):
+            for inner in item:
+                walk(inner)
+
+    walk(value)
+    return found
+
+
 def secrets() -> list[dict[str, Any]]:
     return list(corpus()["secrets"])
 

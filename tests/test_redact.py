@@ -139,22 +139,9 @@ def test_the_needle_index_visits_the_rules_every_rule_would(parts: list[str],
 
 
 def test_the_needle_index_agrees_on_the_redaction_corpus() -> None:
-    from tests.redaction_corpus import corpus
+    from tests.redaction_corpus import corpus, strings_in
 
-    texts: list[str] = []
-
-    def strings(value: object) -> None:
-        if isinstance(value, str):
-            texts.append(value)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                texts.append(str(key))
-                strings(item)
-        elif isinstance(value, list):
-            for item in value:
-                strings(item)
-
-    strings(corpus())
+    texts = strings_in(corpus())
     assert len(texts) > 100
     masked = 0
     for text in texts + [a + " " + b for a, b in zip(texts, reversed(texts), strict=True)]:

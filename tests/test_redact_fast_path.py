@@ -30,7 +30,7 @@ from binloop.core.redact import (
     squashed,
 )
 from binloop.core.schema import DeadLetter
-from tests.redaction_corpus import corpus
+from tests.redaction_corpus import corpus, strings_in
 
 
 def _reference_is_secret_key(key: str) -> bool:
@@ -148,21 +148,7 @@ class Reference:
 
 
 def _corpus_texts() -> list[str]:
-    texts: list[str] = []
-
-    def walk(value: object) -> None:
-        if isinstance(value, str):
-            texts.append(value)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                texts.append(str(key))
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(corpus()["secrets"])
-    walk(corpus()["ordinary"])
+    texts = strings_in(corpus()["secrets"]) + strings_in(corpus()["ordinary"])
     texts += [orjson.dumps(form["args"]).decode() for form in corpus()["secrets"]
               if "args" in form]
     return sorted(set(texts))
