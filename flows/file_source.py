@@ -14,9 +14,12 @@ it is at-most-once across a restart.
 
 The snapshot is versioned plain data (`{"format": "binloop.read/3", "seq", "file_index",
 "offset", "line", "base"}`), not a pickled class, so that moving a module never breaks a
-store. A chunk of a JSONL file is the lines of one block as the reader reads it (1 MiB,
-`binloop.replay.readers.READ_BYTES`; `batch_size` lines for Parquet and stdin), handed
-over as read when it needed no rewriting, which the parse step decodes in one call.
+store. A chunk of a JSONL file is the lines of one block as the reader reads it, handed
+over as read when it needed no rewriting, which the parse step decodes in one call
+(`batch_size` lines for Parquet and stdin). A block is 256 KiB with one reader
+(`binloop.replay.readers.SOLE_READER_BLOCK_BYTES`: its position is an offset, which holds
+whatever the block size) and 1 MiB (`READ_BYTES`) with several, whose positions count
+blocks of that size.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from binloop.core.reading import DEFAULT_READ, ReadOptions
 from binloop.core.summary import Progress
 from binloop.ops.thread_state import keep_thread_state
 from binloop.replay.readers import (
+    SOLE_READER_BLOCK_BYTES,
     STDIN,
     InputReader,
     RawChunk,
@@ -126,7 +130,8 @@ class TelemetryFileSource(FixedPartitionedSource[RawChunk, Any]):
                   else position_from_plain(resume_state, strided))
         mine = 0 if self._readers == 1 else int(for_part.rpartition("#")[2].split("/")[0])
         reader = (InputReader(self._path, self._batch_size, self._stream, resume,
-                              self._input_format, self._options, whole_blocks=True)
+                              self._input_format, self._options, whole_blocks=True,
+                              block_bytes=SOLE_READER_BLOCK_BYTES)
                   if not strided else
                   SeekingReader(self._path, self._batch_size, self._stream, resume,
                                 self._input_format, self._options,

@@ -306,3 +306,40 @@ def test_detect_beside_another_thread_starts_its_peer_as_a_process_of_its_own(
         other.join()
     assert by_event_id(read_jsonl(config.out)) == by_event_id(reference.events)
     assert summary.records_read == reference.counters["records_read"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(lines=st.lists(st.tuples(LINE_BODIES, st.sampled_from([b"\n", b"\r\n", b"\r"])),
+                      max_size=40),
+       last=LINE_BODIES, block_bytes=st.integers(1, 120), max_line=st.sampled_from([8, 1000]))
+def test_a_sole_reader_gives_the_same_lines_whatever_its_block_size(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[tuple[bytes, bytes]],
+        last: bytes, block_bytes: int, max_line: int) -> None:
+    """A sole reader's blocks (`block_bytes`) only cut its chunks otherwise: the lines,
+    rejects and line numbers are those of READ_BYTES blocks."""
+    path = tmp_path_factory.mktemp("sole") / "in.jsonl"
+    path.write_bytes(b"".join(body + end for body, end in lines) + last)
+    options = ReadOptions(max_line_bytes=max_line)
+    sized = InputReader(str(path), 4, "p", None, "auto", options, whole_blocks=True,
+                        block_bytes=block_bytes)
+    assert _flat(list(sized)) == _flat(_one_reader(str(path), options))
+
+
+def test_the_file_source_of_one_worker_reads_sole_reader_blocks(tmp_path: Path) -> None:
+    from flows.file_source import TelemetryFileSource
+
+    path = tmp_path / "in.jsonl"
+    records = [orjson.dumps(rec(1_700_000_000_000 + i, args={"pad": "x" * (i % 90)}))
+               for i in range(30_000)]
+    path.write_bytes(b"\n".join(records) + b"\n")
+    partition = TelemetryFileSource(str(path)).build_part("in", f"file:{path}", None)
+    chunks: list[RawChunk] = []
+    with pytest.raises(StopIteration):
+        while True:
+            chunks.extend(partition.next_batch())
+    assert len(path.read_bytes()) > 2 * inputs.READ_BYTES
+    # (a chunk holds the lines that end in its block: at most one line more than a block)
+    longest = max(map(len, records)) + 1
+    assert max(len(c.block or b"") for c in chunks) <= inputs.SOLE_READER_BLOCK_BYTES + longest
+    assert len(chunks) > len(_one_reader(str(path), ReadOptions()))
+    assert _flat(chunks) == _flat(_one_reader(str(path), ReadOptions()))

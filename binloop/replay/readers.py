@@ -66,6 +66,11 @@ BOM: Final = b"\xef\xbb\xbf"
 # How much of a rejected line or a damaged file's content a dead letter keeps.
 REJECT_PREFIX_BYTES: Final = 64
 READ_BYTES: Final = 1 << 20
+# A sole reader's blocks (`InputReader(block_bytes=...)`: no other reader cuts the input
+# alike, so any size will do). 256 KiB rather than READ_BYTES: a block, its decoded records
+# and their strings then stay in a core's L2 cache while they are checked and counted
+# (docs/benchmarks.md).
+SOLE_READER_BLOCK_BYTES: Final = 256 << 10
 PARQUET_SALVAGE_ROWS: Final = 1 << 12
 _TERMINATOR = re.compile(rb"(\r\n|\r|\n)")
 # The reason of a line the reader refused (it takes a line, and starts a chunk).
@@ -219,9 +224,10 @@ class InputReader:
     def __init__(self, path: str, batch_size: int, partition: str = "input",
                  resume: ReadPosition | None = None, input_format: str = "auto",
                  options: ReadOptions = DEFAULT_READ, whole_blocks: bool = False,
-                 stride: tuple[int, int] = (0, 1)) -> None:
+                 stride: tuple[int, int] = (0, 1), block_bytes: int | None = None) -> None:
         """`batch_size` lines (or Parquet rows) per chunk; with `whole_blocks`, a chunk
-        of a JSONL file is the lines of one block read instead (see the module).
+        of a JSONL file is the lines of one block read instead (see the module), of
+        `block_bytes` (default READ_BYTES, which readers sharing an input must keep).
 
         `stride` (i, n): of the chunks every reader of this input cuts alike, hand out
         only those whose seq is i modulo n, so that n readers share one input without
@@ -232,6 +238,7 @@ class InputReader:
             raise InputError("stdin cannot be shared by several readers: use one worker")
         self.whole_blocks = whole_blocks
         self.stride = stride
+        self.block_bytes = block_bytes
         self.files = list_input_files(path, options.follow_symlinks)
         self.input_format = input_format
         self._formats: dict[int, str] = {}  # `auto` resolved, per file index
@@ -319,7 +326,7 @@ class InputReader:
         if self._file is None:
             name = self.files[self.position.file_index]
             self._file = open_cursor(name, self.position.offset, self.position.line,
-                                     self.options, self.whole_blocks)
+                                     self.options, self.whole_blocks, self.block_bytes)
         return self._file
 
     def _done_before(self) -> int:
@@ -756,9 +763,11 @@ class _LineCursor(_FileCursor):
     """Lines of a byte source, handed out in batches with their exact end offset."""
 
     def __init__(self, name: str, source: _Bytes, offset: int, line: int,
-                 options: ReadOptions, drop_torn: bool, whole_blocks: bool = False) -> None:
+                 options: ReadOptions, drop_torn: bool, whole_blocks: bool = False,
+                 block_bytes: int | None = None) -> None:
         self.name = name
         self._whole_blocks = whole_blocks
+        self._block_bytes = block_bytes or READ_BYTES
         self.offset = offset
         self._source = source
         self._splitter = LineSplitter(name, options.max_line_bytes, line + 1, whole_blocks)
@@ -819,13 +828,13 @@ class _LineCursor(_FileCursor):
         return batch
 
     def _aligned_read(self) -> bytes:
-        """The source's bytes up to the next multiple of READ_BYTES from its start (or
+        """The source's bytes up to the next multiple of the block size from its start (or
         its end): chunks then end at the same lines whatever offset a reader started or
         resumed at, which readers sharing an input (`InputReader.stride`) rely on."""
         if self._damage is not None:
             damage, self._damage = self._damage, None
             raise damage
-        want = READ_BYTES - self._consumed % READ_BYTES
+        want = self._block_bytes - self._consumed % self._block_bytes
         parts: list[bytes] = []
         got = 0
         while got < want:
@@ -949,9 +958,11 @@ def _parquet_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def open_cursor(name: str, offset: int = 0, line: int = 0,
-                options: ReadOptions = DEFAULT_READ, whole_blocks: bool = False) -> _FileCursor:
+                options: ReadOptions = DEFAULT_READ, whole_blocks: bool = False,
+                block_bytes: int | None = None) -> _FileCursor:
     """A cursor over one input file from `offset` (bytes; decompressed bytes for .gz;
-    rows for Parquet), `line` lines already read before it."""
+    rows for Parquet), `line` lines already read before it; whole blocks are cut at the
+    multiples of `block_bytes` (default READ_BYTES)."""
     if name == STDIN:  # line batches: a whole block would wait for a block of input
         return _LineCursor(name, _StreamBytes(sys.stdin.buffer), offset, line, options,
                            drop_torn=False)
@@ -960,7 +971,7 @@ def open_cursor(name: str, offset: int = 0, line: int = 0,
         return _ParquetCursor(name, offset)
     source: _Bytes = _GzipBytes(name, offset) if kind == "gz" else _PlainBytes(name, offset)
     return _LineCursor(name, source, offset, line, options, drop_torn=kind != "gz",
-                       whole_blocks=whole_blocks)
+                       whole_blocks=whole_blocks, block_bytes=block_bytes)
 
 
 @dataclass(frozen=True, slots=True)
