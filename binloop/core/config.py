@@ -465,6 +465,10 @@ class Config:
                                      "SIGINT/SIGTERM)", groups=RUN_RUNNER,
                                      parse=optional_seconds_or_duration_ms,
                                      show=_show_duration, metavar="SECONDS")
+    until_caught_up: bool = setting(False, "end cleanly once every partition has read all "
+                                    "the stream holds (a bounded drain of the backlog, no "
+                                    "idle wait) and no build is running", groups=RUN,
+                                    parse=parse_bool)
     recovery_dir: str | None = setting(None, "Bytewax recovery store: resume exactly where a "
                                        "killed job stopped (created when missing)",
                                        groups=("run",), parse=optional_text, metavar="DIR")
