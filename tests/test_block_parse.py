@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import orjson
@@ -48,7 +49,10 @@ def block_view(items: list[Any], counts: frozenset[str], limits: RecordLimits) -
         # The same lines as one block not cut into lines (how the file reader hands them).
         block = b"\n".join(items)
         ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 0x0A)
-        assert BlockParser(counts, limits).parse([], "src", 7, block, ends) == got
+        # decoded in pieces of about PIECE_BYTES: one piece, pieces of one line, and between
+        for piece_bytes in (block_parse.PIECE_BYTES, 1, 150):
+            with mock.patch.object(block_parse, "PIECE_BYTES", piece_bytes):
+                assert BlockParser(counts, limits).parse([], "src", 7, block, ends) == got
     parser = RecordParser(limits)
     counted = [full_record(cand, parser) for cand in got.counted]
     for cand, rec in zip(got.counted, counted, strict=True):  # the cheap fields agree too

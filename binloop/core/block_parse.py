@@ -87,6 +87,9 @@ class _Record(msgspec.Struct, gc=False):
     id: _Id | None = None
 
 
+# How much of a block one decoder call takes: the decoded records and their strings then
+# stay in a core's L2 cache while they are checked and counted (docs/benchmarks.md).
+PIECE_BYTES: Final = 256 << 10
 # How long a decoder's future-skew bound is used (it is the bound when it was made, so
 # it only gets stricter than the schema's as time passes).
 DECODER_REFRESH_S: Final = 1.0
@@ -214,19 +217,36 @@ class BlockParser:
                      <= LINE_MAX_BYTES)
                 and _is_utf8(block)):
             return False
-        decoded = self._decoded(block, len(ends) + 1)
+        cuts = [-1, *ends.tolist(), len(block)]
+        for first, end in _pieces(ends, len(cuts) - 1, len(block)):
+            if not self._fast_piece(block, cuts, first, end, out):
+                return False
+        return True
+
+    def _fast_piece(self, block: bytes, cuts: list[int], first: int, end: int,
+                    out: BlockResult) -> bool:
+        """Lines `first`..`end`-1 of an uncut block (`cuts`: the offsets before its lines
+        and its length) decoded in one call; their counted records and counts added to
+        `out`."""
+        piece = block[cuts[first] + 1:cuts[end]]
+        decoded = self._decoded(piece, end - first)
         if decoded is None:
             return False
         records, max_ts, modes = decoded
         if self._infer and self._any_inferred(records):
-            return self._fast_with_inference(block.split(b"\n"), records, out, 0, max_ts)
-        counts = self.count_outcomes
-        cuts = [-1, *ends.tolist(), len(block)]
-        out.valid, out.max_ts = len(records), max_ts
-        out.counted = [(block[cuts[i] + 1:cuts[i + 1]], rec.tool, rec.failure_mode,  # type: ignore[misc]
-                        rec.ts, rec.session_id)
+            part = BlockResult()
+            if not self._fast_with_inference(piece.split(b"\n"), records, part, 0, max_ts):
+                return False
+            counted = part.counted
+        else:
+            counts = self.count_outcomes
+            counted = [(block[cuts[first + i] + 1:cuts[first + i + 1]], rec.tool,  # type: ignore[misc]
+                        rec.failure_mode, rec.ts, rec.session_id)
                        for i in compress(range(len(records)), modes)
                        if (rec := records[i]).outcome in counts]
+        out.counted.extend(counted)
+        out.valid += len(records)
+        out.max_ts = max_ts if out.max_ts is None else max(out.max_ts, max_ts)
         return True
 
     def _decoded(self, block: bytes,
@@ -352,6 +372,18 @@ class BlockParser:
                 or (rec.id is not None and not _ids_lower_hex([rec]))):
             return None
         return rec
+
+
+def _pieces(ends: Any, lines: int, size: int) -> list[tuple[int, int]]:
+    """(first line, end line) ranges of about PIECE_BYTES that cover an uncut block of
+    `size` bytes and `lines` lines, whose newlines are at offsets `ends`."""
+    count = round(size / PIECE_BYTES)
+    if count <= 1:
+        return [(0, lines)]
+    # line k holds offset x when k newlines come before x: a piece ends before that line
+    cut_at = np.searchsorted(ends, np.arange(1, count) * (size // count)).tolist()
+    starts = [0, *dict.fromkeys(k for k in cut_at if 0 < k < lines)]
+    return list(zip(starts, [*starts[1:], lines], strict=True))
 
 
 def _lines_within_limit(block: bytes, lines: Sequence[bytes]) -> bool:
