@@ -39,6 +39,7 @@ import msgspec
 import orjson
 
 from binloop.core.classify import GIVEN, INFER
+from binloop.core.lean_numpy import np
 from binloop.core.schema import (
     FAILURE_MODE_MAX_CHARS,
     ID_DIGITS,
@@ -55,6 +56,10 @@ from binloop.core.schema import (
     ts_floor,
 )
 
+# numpy is imported with this module, not at the first block: a local cluster forks its
+# peers once the flow's modules are imported, and start-up's objects are frozen out of
+# the collector's sight then (binloop.ops.memory_tuning); imported at the first block,
+# it would be imported again in every process, and never frozen.
 _I64_MAX: Final = 2**63 - 1
 _Name = Annotated[str, msgspec.Meta(min_length=1, max_length=TOOL_MAX_CHARS)]
 _Text = Annotated[str, msgspec.Meta(max_length=STRING_FIELD_MAX_CHARS)]
@@ -204,11 +209,6 @@ class BlockParser:
     def _fast_uncut(self, block: bytes, ends: Any, out: BlockResult) -> bool:
         """`_fast_block` for a block not cut into lines: the line checks are made on
         the newline offsets, and only the counted records' lines are sliced out."""
-        # `ends` came from numpy, so it is loaded by now; an input that never has a
-        # block of this kind (an empty file, the live job before its first delivery)
-        # does not pay for numpy's import (about a third of a replay's start-up).
-        from binloop.core.lean_numpy import np
-
         view = np.frombuffer(block, np.uint8)
         if not (block[:1] == b"{" and block[-1:] == b"}"
                 and (not len(ends) or (bool((view[ends - 1] == 0x7D).all())
