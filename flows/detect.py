@@ -126,8 +126,10 @@ def _dead_log_line(letter: DeadLetter) -> bytes:
                      dead_letter=redact_dead_letter(letter).to_json())
 
 
-def build_flow(config: Config, source: Source[RawChunk] | None = None) -> Dataflow:
-    """The replay dataflow: `config.input` (or `source`) to events, rejects and counters."""
+def build_flow(config: Config, source: Source[RawChunk] | None = None,
+               on_summary: OnSummary | None = None) -> Dataflow:
+    """The replay dataflow: `config.input` (or `source`) to events, rejects and counters
+    (to `config.summary_out`, and to `on_summary` in the process that sums them)."""
     if source is None:
         if not config.input:
             raise ValueError("no input: set --input / BINLOOP_INPUT")
@@ -137,7 +139,7 @@ def build_flow(config: Config, source: Source[RawChunk] | None = None) -> Datafl
     flow = Dataflow("binloop_detect")
     chunks = op.input("telemetry", flow, source)
     spread = not (isinstance(source, TelemetryFileSource) and source.decoded_where_read)
-    write_events(add_detector(chunks, config, spread=spread), config)
+    write_events(add_detector(chunks, config, on_summary=on_summary, spread=spread), config)
     return flow
 
 

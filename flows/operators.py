@@ -110,6 +110,8 @@ Seed = Callable[[], Iterable[Disarm]]
 
 @dataclass(slots=True)
 class IngestStats:
+    """The parse step's counters of one chunk."""
+
     records_read: int = 0
     valid: int = 0
     invalid: int = 0
@@ -137,6 +139,8 @@ class ParseOut:
 
 @dataclass(frozen=True)
 class DetectOut:
+    """Events, late records and the detector's counters."""
+
     events: Stream[BINEvent]
     late: Stream[ToolInvocation]
     stats: Stream[DetectorStats]

@@ -82,10 +82,11 @@ def _listing(parser: object) -> list[tuple[str, str | None]]:
 
 # What `binloop detect --engine bytewax` must not import: the other engines' and commands'
 # dependencies (each was start-up every replay paid for nothing), and what is imported
-# only when used (a TOML config file).
+# only when used (a TOML config file; a temporary directory for a cluster's summary: one
+# process hands its summary over in memory).
 NOT_FOR_DETECT = ("polars", "pyarrow", "nats", "google", "opentelemetry", "pydantic",
                   "jsonschema", "httpx", "matplotlib", "prometheus_client", "anthropic",
-                  "openai", "pipeline_runner", "benchmarks", "tomllib", "tomli")
+                  "openai", "pipeline_runner", "benchmarks", "tomllib", "tomli", "tempfile")
 DETECT_PROBE = """
 import sys
 from binloop.cli import main

@@ -56,6 +56,10 @@ from binloop.core.schema import (
     ts_floor,
 )
 
+# numpy is imported with this module, not at the first block: a local cluster forks its
+# peers once the flow's modules are imported, and start-up's objects are frozen out of
+# the collector's sight then (binloop.ops.memory_tuning); imported at the first block,
+# it would be imported again in every process, and never frozen.
 _I64_MAX: Final = 2**63 - 1
 _Name = Annotated[str, msgspec.Meta(min_length=1, max_length=TOOL_MAX_CHARS)]
 _Text = Annotated[str, msgspec.Meta(max_length=STRING_FIELD_MAX_CHARS)]

@@ -261,6 +261,8 @@ class KeyState:
 
 @dataclass(slots=True)
 class DetectorStats:
+    """The detector's counters (summed over the shards into the run's summary)."""
+
     counted: int = 0
     duplicates: int = 0
     late: int = 0
@@ -275,6 +277,8 @@ class DetectorStats:
 
 @dataclass(slots=True)
 class Observation:
+    """What one record did to its key's state, and the event it fired (if any)."""
+
     status: Status
     event: BINEvent | None = None
 

@@ -58,6 +58,8 @@ MASK: Final = "[REDACTED]"
 
 @dataclass(frozen=True)
 class TextRule:
+    """One text rule of the rules file, compiled."""
+
     id: str
     pattern: re.Pattern[str]
     secret_group: int
@@ -70,6 +72,8 @@ class TextRule:
 
 @dataclass(frozen=True)
 class Rules:
+    """The redaction rules, loaded and compiled once (`rules()`)."""
+
     word: re.Pattern[str]
     secret_words: frozenset[str]
     secret_phrases: frozenset[tuple[str, str]]

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -17,6 +15,9 @@ from binloop.core.config import Config, add_arguments, load_config
 from binloop.core.errors import EX_DATAERR, EX_SOFTWARE
 
 if TYPE_CHECKING:
+    import subprocess
+
+    from binloop.core.summary import RunSummary
     from binloop.ops.cluster import ForkedPeer
 
 
@@ -58,27 +59,46 @@ def detect(config: Config) -> Any:
 
 def run_bytewax(config: Config) -> Any:
     """Run flows.detect in this process (1 process) or as a local cluster."""
+    started = time.perf_counter()
+    summary = _in_one_process(config) if config.processes == 1 else _as_cluster(config)
+    summary.elapsed_s = time.perf_counter() - started
+    return summary
+
+
+def _in_one_process(config: Config) -> RunSummary:
+    """The flow here; its summary sink hands the counters over in memory."""
+    from binloop.core.summary import RunSummary
+    from sinks.jsonl_file import DEFERRED_ERRORS
+
+    # An input with no lines at all never reaches the sink: all zeros.
+    totals = [RunSummary()]
+
+    def keep(summary: RunSummary) -> None:
+        totals[0] = summary
+
+    DEFERRED_ERRORS.clear()
+    _run_here(config.replace(summary_out=None), on_summary=keep)
+    if DEFERRED_ERRORS:
+        raise DEFERRED_ERRORS[0]
+    return RunSummary.from_json(totals[0].to_json())  # a copy, as a summary file holds it
+
+
+def _as_cluster(config: Config) -> RunSummary:
+    """A local cluster; the process that sums the counters (any of them) writes them
+    to a file, read here once all have finished."""
+    import tempfile
+
+    from binloop.ops.cluster import free_ports
+
     with tempfile.TemporaryDirectory(prefix="binloop-") as tmp:
         summary_path = Path(tmp) / "summary.json"
-        config = config.replace(summary_out=str(summary_path))
-        started = time.perf_counter()
-        if config.processes == 1:
-            from sinks.jsonl_file import DEFERRED_ERRORS
-
-            DEFERRED_ERRORS.clear()
-            _run_here(config)
-            if DEFERRED_ERRORS:
-                raise DEFERRED_ERRORS[0]
-        else:
-            from binloop.ops.cluster import free_ports
-
-            _run_here(config, [f"127.0.0.1:{port}" for port in free_ports(config.processes)])
-        summary = read_summary(summary_path)
-        summary.elapsed_s = time.perf_counter() - started
-        return summary
+        _run_here(config.replace(summary_out=str(summary_path)),
+                  [f"127.0.0.1:{port}" for port in free_ports(config.processes)])
+        return read_summary(summary_path)
 
 
-def _run_here(config: Config, addresses: list[str] | None = None) -> None:
+def _run_here(config: Config, addresses: list[str] | None = None,
+              on_summary: Callable[[RunSummary], None] | None = None) -> None:
     """The dataflow in this process: all of it (no `addresses`), or, of a local cluster
     at `addresses`, process 0 here and processes 1..n-1 forked from this one once the
     flow is built (they pay no interpreter start-up and no imports of their own)."""
@@ -90,7 +110,7 @@ def _run_here(config: Config, addresses: list[str] | None = None) -> None:
         from binloop.ops.cluster import bytewax_peer, local_peers, wait_for_listeners
         from flows.detect import build_flow
 
-        flow = build_flow(config)
+        flow = build_flow(config, on_summary=on_summary)
         tune_for_dataflow()
 
     def run(process_id: int | None) -> None:
@@ -148,7 +168,7 @@ def unwrap_flow_error(exc: BaseException) -> BaseException:
     return exc
 
 
-def read_summary(path: Path) -> Any:
+def read_summary(path: Path) -> RunSummary:
     """The counters a finished flow wrote. The summary sink is built when the first
     counters reach it, so an input with no lines at all leaves no file: all zeros."""
     import orjson
