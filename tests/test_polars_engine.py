@@ -288,6 +288,34 @@ def test_integer_session_ids_are_read_as_integers_and_mixed_blocks_leniently(
     assert not polars_load._read_values(block.replace(b'"session_id":0', b'"session_id":"0"'))[1]
 
 
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(['{"a":1}', '{"a":"\ufffd"}', '{"é":"ü€𝄞"}', "", "x",
+                                 b"\xff\xfe", b'{"a":"\xc3"}', b"\xef\xbf\xbd",
+                                 # read leniently, one U+FFFD of the same size
+                                 b'{"a":"\xf0\x9d\x84"}']),
+                min_size=1, max_size=20))
+def test_block_lines_are_the_lines_as_written(parts: list[str | bytes]) -> None:
+    """A block's lines (`_lines_of`): the text of each line as decoded one by one, null
+    for a line that is not UTF-8, and its size in bytes. A block that is all UTF-8 is
+    read at once as it is (a written U+FFFD included); only another one is also handed
+    back as bytes."""
+    lines = [part.encode() if isinstance(part, str) else part for part in parts]
+    text, size, raw = polars_load._lines_of(b"".join(line + b"\n" for line in lines))
+
+    def decoded(line: bytes) -> str | None:
+        try:
+            return line.decode()
+        except UnicodeDecodeError:
+            return None
+
+    # a blank line's text is null or empty (its size tells it)
+    assert [value or None for value in text.to_list()] == [
+        decoded(line) or None for line in lines]
+    assert size.to_list() == [len(line) for line in lines]
+    all_utf8 = all(decoded(line) is not None for line in lines)
+    assert (raw is None) == all_utf8 or (raw is not None and raw == lines)
+
 def test_outcomes_and_modes_are_decided_once_per_distinct_value() -> None:
     """Values already in their normal form are kept as they are; rejected ones are null;
     others are normalised by the schema's own function."""

@@ -52,7 +52,11 @@ def detect(config: Config) -> Any:
         return run_reference(config)
     if config.engine == "polars":
         from binloop.engines.polars.engine import run_polars
+        from binloop.ops.memory_tuning import keep_freed_buffers
 
+        # Each block the engine reads (8 MiB) is freed once detected: kept for the next
+        # one rather than faulted in again (see binloop.ops.memory_tuning).
+        keep_freed_buffers()
         return run_polars(config)
     return run_bytewax(config)
 

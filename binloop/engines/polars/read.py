@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, Literal, NamedTuple, Protocol
 
 import orjson
 import polars as pl
@@ -379,15 +379,16 @@ def _lines_of(data: bytes) -> tuple[pl.Series, pl.Series, list[bytes] | None]:
     """The lines of a block (whole lines, each ending in \\n) as text and their sizes in
     bytes; and, only when some line is not UTF-8 (or the block is not readable as lines
     of text), as bytes, with null text for a line that is not UTF-8."""
-    try:
-        # One column of text per line: a control character as the separator (a line
-        # holding one is not JSON, and fails this), no quoting; bytes that are not
-        # UTF-8 are read as U+FFFD.
-        text = pl.read_csv(io.BytesIO(data), has_header=False, separator="\x1f",
-                           quote_char=None, schema={"text": pl.String},
-                           encoding="utf8-lossy")["text"]
-    except pl.exceptions.PolarsError:
-        text = None
+    # A block of UTF-8 (every block of a well-formed file) is read as it is, and a U+FFFD
+    # in it is written: no search for one. (0.18 CPU-s per 1M realistic lines against
+    # 0.29 for the lenient read and the search; a block that is not UTF-8 pays both.)
+    text = _read_lines(data, "utf8")
+    if text is not None:
+        size = text.str.len_bytes().fill_null(0)
+        if size.sum() + text.len() == len(data):  # every line read, as it is
+            return text, size, None
+    else:
+        text = _read_lines(data, "utf8-lossy")
     raw: list[bytes] | None = None
     if text is not None:
         size = text.str.len_bytes().fill_null(0)
@@ -409,6 +410,19 @@ def _lines_of(data: bytes) -> tuple[pl.Series, pl.Series, list[bytes] | None]:
         raw.pop()
     return (pl.Series("text", [_decoded(line) for line in raw], dtype=pl.String),
             pl.Series("size", [len(line) for line in raw], dtype=pl.UInt32), raw)
+
+
+def _read_lines(data: bytes, encoding: Literal["utf8", "utf8-lossy"]) -> pl.Series | None:
+    """One column of text per line, or None where polars cannot read the block so: a
+    control character as the separator (a line holding one is not JSON, and fails
+    this), no quoting; `utf8` refuses a block with bytes that are not UTF-8,
+    `utf8-lossy` reads them as U+FFFD."""
+    try:
+        return pl.read_csv(io.BytesIO(data), has_header=False, separator="\x1f",
+                           quote_char=None, schema={"text": pl.String},
+                           encoding=encoding)["text"]
+    except pl.exceptions.PolarsError:
+        return None
 
 
 def _decoded(line: bytes) -> str | None:
