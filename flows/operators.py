@@ -166,6 +166,18 @@ class ShardRouter:
             known = self.known[(tool, mode)] = (shard_of(key, self.shards), key)
         return known
 
+    def split(self, counted: list[Candidate]) -> dict[str, list[tuple[Key, Candidate]]]:
+        """A chunk's counted records by shard, each with its key, in arrival order."""
+        if self.shards == 1 and self.params.mode_level is None:
+            # `key_of` is then the record's (tool, failure mode): nothing to look up.
+            return {"0": [((cand[1], cand[2]), cand) for cand in counted]}
+        by_shard: dict[str, list[tuple[Key, Candidate]]] = {str(s): [] for s in range(self.shards)}
+        known, route = self.known, self.route
+        for cand in counted:
+            found = known.get((cand[1], cand[2])) or route(cand[1], cand[2])  # tool, mode
+            by_shard[found[0]].append((found[1], cand))
+        return by_shard
+
 
 def _parse(chunk: RawChunk, parser: BlockParser) -> BlockResult:
     """The block decoder for binloop's own lines; another input format is mapped onto
@@ -209,14 +221,9 @@ def _parse_all(chunk: RawChunk, parser: BlockParser) -> tuple[BlockResult, int]:
 
 def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> list[Any]:
     parsed, read = _parse_all(chunk, parser)
-    by_shard: dict[str, list[tuple[Key, Candidate]]] = {str(s): [] for s in range(router.shards)}
-    known, route = router.known, router.route
-    for cand in parsed.counted:
-        found = known.get((cand[1], cand[2])) or route(cand[1], cand[2])  # tool, mode
-        by_shard[found[0]].append((found[1], cand))
     out: list[Any] = [(s, ShardChunk(chunk.partition, chunk.seq, recs, chunk.start_seq,
                                      parsed.max_ts, chunk.waits_for, chunk.releases))
-                      for s, recs in by_shard.items()]
+                      for s, recs in router.split(parsed.counted).items()]
     out.extend(parsed.dead)
     out.append(IngestStats(read, parsed.valid,
                            len(parsed.dead), parsed.max_ts, chunk.damaged_files,

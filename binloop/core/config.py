@@ -316,8 +316,9 @@ class Config:
     batch_size: int = setting(4096, "records per batch read from a source",
                               groups=("detect", "run", "flow"), parse=positive_int, metavar="N")
     shards: int | None = setting(None, "keyed state shards of the Bytewax flow: N, or auto "
-                                 f"({DEFAULT_SHARDS}, or the count a recovery store was "
-                                 "written with); fixed for a recovery store",
+                                 f"({DEFAULT_SHARDS}; 1 for a one-worker `binloop detect`; or "
+                                 "the count a recovery store was written with); fixed for a "
+                                 "recovery store",
                                  groups=("detect", "run", "flow"), parse=parse_shards,
                                  show=_show_shards, metavar="N|auto")
     summary_out: str | None = setting(None, "write the run's counters as JSON here (used by the "
