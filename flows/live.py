@@ -61,8 +61,7 @@ def source_settings(config: Config) -> NatsSourceSettings:
                                    **_stream_limits(config))
     return NatsSourceSettings(
         url=config.nats, stream=stream, batch_size=config.batch_size, start=config.start,
-        until_idle_s=_seconds(config.until_idle), until_caught_up=config.until_caught_up,
-        poll_s=config.source_poll / 1000,
+        until_idle_s=_seconds(config.until_idle), poll_s=config.source_poll / 1000,
         connect_timeout_s=config.connect_timeout / 1000, manage_stream=config.manage_stream,
         client=config.nats_client)
 

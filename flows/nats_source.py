@@ -33,10 +33,9 @@ detector. Nothing is acknowledged or redelivered: the position moves past every
 message, poison or not.
 
 The source ends (cleanly, after a last snapshot) when `stop_requested` is set (by
-SIGINT/SIGTERM in `binloop run`), with `until_idle_s` once the stream has had no
-new message for that long and the partition has read everything, or with
-`until_caught_up` as soon as the partition has read everything the stream holds (a
-bounded drain of a backlog: no idle wait).
+SIGINT/SIGTERM in `binloop run`), or with `until_idle_s` once the stream has had no
+new message for that long and the partition has read everything (0: as soon as it has,
+a bounded drain of a backlog).
 """
 
 from __future__ import annotations
@@ -67,8 +66,9 @@ from binloop.ops.thread_state import keep_thread_state
 from binloop.replay.readers import RawChunk, newline_offsets
 
 SourceItem = RawChunk | DeadLetter
-# How often a quiet partition asks whether it has read everything (`until_caught_up`).
-DRAIN_CHECK_S: Final = 0.02
+# The most often a quiet partition asks whether the stream grew and it has read everything
+# (`until_idle_s`; each asking is two requests to the server).
+IDLE_CHECK_MIN_S: Final = 0.02
 log = logging.getLogger("binloop.nats")
 
 
@@ -82,7 +82,6 @@ class NatsSourceSettings:
     batch_size: int = default("batch_size")
     start: str = default("start")
     until_idle_s: float | None = None
-    until_caught_up: bool = False
     poll_s: float = 0.005
     heartbeat_s: float = 1.0
     connect_timeout_s: float = CONNECT_TIMEOUT_S
@@ -290,10 +289,10 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, Any]):
         self._chunk_seq = position.chunk_seq
         self._start_chunk = position.chunk_seq
         self._metrics = PartitionMetrics(name, position.stream_seq)
-        self._idle = _IdleClock(min(1.0, (settings.until_idle_s or 1.0) / 4))
+        idle_s = 1.0 if settings.until_idle_s is None else settings.until_idle_s
+        self._idle = _IdleClock(min(1.0, max(IDLE_CHECK_MIN_S, idle_s / 4)))
         self._awake: datetime | None = None
         self._quiet_s = 0.0
-        self._drain_checked = 0.0
 
     def _start_seq(self, settings: NatsSourceSettings) -> int:
         return self._reader.stream_last_seq() if settings.start == "new" else 0
@@ -323,7 +322,7 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, Any]):
             self._quiet_s = 0.0
         elif not self._reader.consumer.active:
             self._awake = datetime.now(timezone.utc) + timedelta(seconds=0.1)
-        elif self._may_end():
+        elif self._settings.until_idle_s is not None and self._idle_long_enough():
             raise StopIteration
         else:
             # Never block the worker: a quiet partition is polled again after a pause
@@ -339,22 +338,6 @@ class _NatsPartition(StatefulSourcePartition[SourceItem, Any]):
         if now - self._release_checked < 0.2 or not self._reader.consumer.active:
             return False
         self._release_checked = now
-        return self._reader.caught_up()
-
-    def _may_end(self) -> bool:
-        """With nothing delivered: whether the partition ends (`until_caught_up`,
-        `until_idle_s`)."""
-        if self._settings.until_caught_up and self._drained():
-            return True
-        return self._settings.until_idle_s is not None and self._idle_long_enough()
-
-    def _drained(self) -> bool:
-        """Whether the server holds nothing more for this partition (asked at most every
-        DRAIN_CHECK_S: each asking is a request to the server)."""
-        now = time.monotonic()
-        if now - self._drain_checked < DRAIN_CHECK_S:
-            return False
-        self._drain_checked = now
         return self._reader.caught_up()
 
     def _idle_long_enough(self) -> bool:

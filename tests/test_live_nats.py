@@ -241,18 +241,17 @@ def test_two_processes_and_batch_envelopes_give_the_same_events(nats_server: Nat
     assert_job_is_the_reference(nats_server.url, config, lines, tmp_path)
 
 
-def test_until_caught_up_drains_the_backlog_and_ends(nats_server: NatsServer,
-                                                     tmp_path: Path) -> None:
-    """`binloop run --processes 2 --until-caught-up` over a pre-filled stream ends by
-    itself, with no idle wait, having read every record once; so does one over an empty
-    stream (another stream name)."""
+def test_until_idle_0_drains_the_backlog_and_ends(nats_server: NatsServer,
+                                                  tmp_path: Path) -> None:
+    """`binloop run --processes 2 --until-idle 0` over a pre-filled stream ends by itself
+    once drained, having read every record once; so does one over an empty stream
+    (another stream name)."""
     lines = telemetry(5000, seed=17)
     publish(nats_server.url, lines, batch=50)
-    config = live_config(nats_server.url, tmp_path, processes=2, workers=1, until_idle="off",
-                         until_caught_up="true")
+    config = live_config(nats_server.url, tmp_path, processes=2, workers=1, until_idle="0")
     job = start_job(config, tmp_path, "summary.json")
     try:
-        assert job.wait(120) == 0  # without --until-caught-up it would run on
+        assert job.wait(120) == 0  # without --until-idle it would run on
     finally:
         if job.poll() is None:
             job.kill()

@@ -114,14 +114,6 @@ def stop_process_builds() -> None:
             _process_builds = None
 
 
-def _control_idle_s(config: Config) -> float | None:
-    """How long the build controls must be quiet before the job may end: with
-    `until_caught_up`, not at all (it ends once caught up and no build is running)."""
-    if config.until_caught_up and config.until_idle is None:
-        return 0.0
-    return None if config.until_idle is None else config.until_idle / 1000
-
-
 def flow_hooks(config: Config) -> dict[str, Any]:
     """Keyword arguments for `flows.live.build_flow` that add the build runner."""
     from flows.builds_source import ControlSettings, controls_factory, library_seed
@@ -146,7 +138,8 @@ def flow_hooks(config: Config) -> dict[str, Any]:
 
     settings = ControlSettings(config.nats, builds_stream(config), config.builds_subject_prefix,
                                busy=busy, progress=progress,
-                               until_idle_s=_control_idle_s(config),
+                               until_idle_s=None if config.until_idle is None
+                               else config.until_idle / 1000,
                                manage_stream=config.manage_stream,
                                connect_timeout_s=config.connect_timeout / 1000)
 

@@ -87,7 +87,11 @@ def seconds_or_duration_ms(text: str) -> int:
 
 
 def optional_seconds_or_duration_ms(text: str) -> int | None:
-    return None if text.strip().lower() in ("", "none", "off") else seconds_or_duration_ms(text)
+    """Unset (`off`), zero, or `seconds_or_duration_ms`."""
+    lowered = text.strip().lower()
+    if lowered in ("", "none", "off"):
+        return None
+    return 0 if re.fullmatch(r"0+(\.0*)?(ms|s|m|h|d)?", lowered) else seconds_or_duration_ms(text)
 
 
 def optional_positive_bytes(text: str) -> int | None:
@@ -462,14 +466,11 @@ class Config:
                                      "(idempotent on event_id)", groups=RUN,
                                      parse=optional_text, metavar="FILE")
     until_idle: int | None = setting(None, "end cleanly after this long without new "
-                                     "telemetry (seconds or a duration; unset: run until "
-                                     "SIGINT/SIGTERM)", groups=RUN_RUNNER,
+                                     "telemetry (seconds or a duration; 0: as soon as every "
+                                     "partition has read everything, a bounded drain; unset: "
+                                     "run until SIGINT/SIGTERM)", groups=RUN_RUNNER,
                                      parse=optional_seconds_or_duration_ms,
                                      show=_show_duration, metavar="SECONDS")
-    until_caught_up: bool = setting(False, "end cleanly once every partition has read all "
-                                    "the stream holds (a bounded drain of the backlog, no "
-                                    "idle wait) and no build is running", groups=RUN,
-                                    parse=parse_bool)
     recovery_dir: str | None = setting(None, "Bytewax recovery store: resume exactly where a "
                                        "killed job stopped (created when missing)",
                                        groups=("run",), parse=optional_text, metavar="DIR")
