@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -41,9 +42,12 @@ def test_split_is_routing_each_record(counted: list[Candidate], mode_level: int 
     assert split == routed_one_by_one(counted, params, shards)
 
 
-def test_a_one_worker_cli_replay_agrees_with_the_reference(tmp_path: Path) -> None:
-    """`binloop detect --workers 1` (one shard: `run_bytewax` picks it for auto) fires the
-    reference engine's events with its counters."""
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_cli_replay_with_one_shard_per_worker_agrees_with_the_reference(
+        tmp_path: Path, workers: int) -> None:
+    """`binloop detect --workers N` (one shard per worker: `run_bytewax` picks it for
+    auto; with one shard no record is routed) fires the reference engine's events with
+    its counters."""
     from binloop.cli.commands.detect import run_bytewax
     from tests.engine_runs import engine_config, outcome_of, run_reference_on, same_as_reference
 
@@ -53,7 +57,8 @@ def test_a_one_worker_cli_replay_agrees_with_the_reference(tmp_path: Path) -> No
              for i in range(3000)]
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
-    config = engine_config(path, tmp_path / "bw", window=GLOBAL, theta=3)
+    config = engine_config(path, tmp_path / "bw", window=GLOBAL, theta=3).replace(
+        workers=workers)
     assert config.shards is None  # auto
     got = outcome_of(config, run_bytewax(config))
     assert got.events

@@ -320,7 +320,7 @@ class Config:
     batch_size: int = setting(4096, "records per batch read from a source",
                               groups=("detect", "run", "flow"), parse=positive_int, metavar="N")
     shards: int | None = setting(None, "keyed state shards of the Bytewax flow: N, or auto "
-                                 f"({DEFAULT_SHARDS}; 1 for a one-worker `binloop detect`; or "
+                                 f"({DEFAULT_SHARDS}; one per worker for `binloop detect`; or "
                                  "the count a recovery store was written with); fixed for a "
                                  "recovery store",
                                  groups=("detect", "run", "flow"), parse=parse_shards,

@@ -64,11 +64,11 @@ def detect(config: Config) -> Any:
 def run_bytewax(config: Config) -> Any:
     """Run flows.detect in this process (1 process) or as a local cluster."""
     started = time.perf_counter()
-    if config.shards is None and config.workers * config.processes == 1:
-        # One worker holds every shard, and `binloop detect` keeps no recovery store that
-        # would fix their count: one shard spares each chunk 15 empty hand-offs and its
-        # records the routing.
-        config = config.replace(shards=1)
+    if config.shards is None:
+        # `binloop detect` keeps no recovery store that would fix the shard count: one
+        # shard per worker spares each chunk the hand-offs of empty shards (and with one
+        # worker its records the routing).
+        config = config.replace(shards=config.workers * config.processes)
     summary = _in_one_process(config) if config.processes == 1 else _as_cluster(config)
     summary.elapsed_s = time.perf_counter() - started
     return summary
