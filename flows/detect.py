@@ -33,6 +33,7 @@ from flows.operators import (
     detect_friction,
     parse_telemetry,
 )
+from flows.placement import placed_shard_names
 from sinks.jsonl_file import JsonlFileSink
 from sinks.stdout import StdOutLinesSink
 from sinks.summary import OnSummary, SummarySink
@@ -57,8 +58,14 @@ def add_detector(
     worker's source partition reads its own share).
     """
     params = config.detection()
+    names = None
+    if config.placed_shards:
+        if controls is not None:  # controls are routed to the shards' numbers
+            raise ValueError("placed shards take no build controls")
+        names = placed_shard_names(config.workers * config.processes)
+        config = config.replace(shards=len(names))
     parsed = parse_telemetry("parse", chunks, params, config.record_limits(),
-                             config.shard_count(), spread)
+                             config.shard_count(), spread, names)
     shard_inputs: op.KeyedStream[Any] = parsed.oks
     if controls is not None:
         shard_inputs = op.merge("with_controls", parsed.oks, controls)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -47,8 +47,13 @@ _NO_STATS = DetectorStats()
 
 def shard_of(key: Key, shards: int) -> str:
     """The state shard of a key: a hash that is the same in every process."""
+    return str(shard_index(key, shards))
+
+
+def shard_index(key: Key, shards: int) -> int:
+    """The number (0..shards-1) of a key's state shard."""
     tool, mode = key
-    return str(zlib.crc32(f"{tool}\x1f{mode}".encode()) % shards)
+    return zlib.crc32(f"{tool}\x1f{mode}".encode()) % shards
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +155,14 @@ class ShardRouter:
     """The key and shard of a record's (tool, failure mode), remembered (keys repeat
     endlessly; the memory is bounded)."""
 
-    def __init__(self, params: DetectionParams, shards: int, remember: int = 1 << 16) -> None:
+    def __init__(self, params: DetectionParams, shards: int, remember: int = 1 << 16,
+                 names: Sequence[str] | None = None) -> None:
+        """`names`: the shards' names (by default their numbers: `shard_of`)."""
         self.params = params
         self.shards = shards
+        self.names = tuple(names) if names is not None else tuple(map(str, range(shards)))
+        if len(self.names) != shards:
+            raise ValueError(f"{len(self.names)} shard names for {shards} shards")
         self._remember = remember
         self.known: dict[tuple[str, str], tuple[str, Key]] = {}
 
@@ -163,15 +173,16 @@ class ShardRouter:
             if len(self.known) >= self._remember:
                 self.known.clear()
             key = self.params.key_of({"tool": tool, "failure_mode": mode})
-            known = self.known[(tool, mode)] = (shard_of(key, self.shards), key)
+            known = self.known[(tool, mode)] = (self.names[shard_index(key, self.shards)],
+                                                 key)
         return known
 
     def split(self, counted: list[Candidate]) -> dict[str, list[tuple[Key, Candidate]]]:
         """A chunk's counted records by shard, each with its key, in arrival order."""
         if self.shards == 1 and self.params.mode_level is None:
             # `key_of` is then the record's (tool, failure mode): nothing to look up.
-            return {"0": [((cand[1], cand[2]), cand) for cand in counted]}
-        by_shard: dict[str, list[tuple[Key, Candidate]]] = {str(s): [] for s in range(self.shards)}
+            return {self.names[0]: [((cand[1], cand[2]), cand) for cand in counted]}
+        by_shard: dict[str, list[tuple[Key, Candidate]]] = {name: [] for name in self.names}
         known, route = self.known, self.route
         for cand in counted:
             found = known.get((cand[1], cand[2])) or route(cand[1], cand[2])  # tool, mode
@@ -233,11 +244,13 @@ def _split_chunk(chunk: RawChunk, parser: BlockParser, router: ShardRouter) -> l
 
 @operator
 def parse_telemetry(step_id: str, up: Stream[RawChunk], params: DetectionParams,
-                    limits: RecordLimits, shards: int, spread: bool = True) -> ParseOut:
+                    limits: RecordLimits, shards: int, spread: bool = True,
+                    shard_names: Sequence[str] | None = None) -> ParseOut:
     """Validate raw chunks (handed round the workers first, with `spread`); counted
-    records go to their shard, rejects to `errs`."""
+    records go to their shard (named by its number, or by `shard_names`), rejects to
+    `errs`."""
     chunks = op.redistribute("spread", up) if spread else up
-    router = ShardRouter(params, shards)
+    router = ShardRouter(params, shards, names=shard_names)
     parser = BlockParser(params.count_outcomes, limits)
     parsed = op.flat_map("parse", chunks, lambda c: _split_chunk(c, parser, router))
     keyed = op.branch("keyed", parsed, lambda x: isinstance(x, tuple))

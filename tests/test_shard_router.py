@@ -15,6 +15,7 @@ from binloop.core.block_parse import Candidate
 from binloop.core.detection import DetectionParams, Key
 from binloop.core.window import WindowSpec
 from flows.operators import ShardRouter, shard_of
+from flows.placement import placed_shard_names
 
 GLOBAL = WindowSpec("global")
 
@@ -40,6 +41,17 @@ def test_split_is_routing_each_record(counted: list[Candidate], mode_level: int 
     params = DetectionParams(theta=3, mode_level=mode_level)
     split = ShardRouter(params, shards).split(counted)
     assert split == routed_one_by_one(counted, params, shards)
+
+
+@given(CANDIDATES, st.sampled_from([None, 1]), st.sampled_from([1, 2, 3]))
+def test_placed_names_split_as_the_numbers_do(counted: list[Candidate],
+                                              mode_level: int | None, shards: int) -> None:
+    """With placed names (`binloop detect`), shard `i`'s records are under name `i`."""
+    params = DetectionParams(theta=3, mode_level=mode_level)
+    names = placed_shard_names(shards)
+    split = ShardRouter(params, shards, names=names).split(counted)
+    numbered = routed_one_by_one(counted, params, shards)
+    assert split == {name: numbered[str(i)] for i, name in enumerate(names)}
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -325,6 +325,10 @@ class Config:
                                  "recovery store",
                                  groups=("detect", "run", "flow"), parse=parse_shards,
                                  show=_show_shards, metavar="N|auto")
+    placed_shards: bool = setting(False, "name the shards, one per worker, so that Bytewax "
+                                  "runs each on its own worker (a run with no recovery "
+                                  "store: set by `binloop detect`)", groups=("flow",),
+                                  parse=parse_bool, flag=False)
     summary_out: str | None = setting(None, "write the run's counters as JSON here (used by the "
                                       "CLI to collect a cluster's summary)", groups=("flow",),
                                       parse=optional_text, metavar="FILE", flag=False)

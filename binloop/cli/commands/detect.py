@@ -65,10 +65,12 @@ def run_bytewax(config: Config) -> Any:
     """Run flows.detect in this process (1 process) or as a local cluster."""
     started = time.perf_counter()
     if config.shards is None:
-        # `binloop detect` keeps no recovery store that would fix the shard count: one
-        # shard per worker spares each chunk the hand-offs of empty shards (and with one
-        # worker its records the routing).
-        config = config.replace(shards=config.workers * config.processes)
+        # `binloop detect` keeps no recovery store that would fix the shards' count and
+        # names: one shard per worker spares each chunk the hand-offs of empty shards
+        # (and with one worker its records the routing), and names that Bytewax places
+        # one per worker spread the detection evenly (flows.placement).
+        config = config.replace(shards=config.workers * config.processes,
+                                placed_shards=True)
     summary = _in_one_process(config) if config.processes == 1 else _as_cluster(config)
     summary.elapsed_s = time.perf_counter() - started
     return summary
