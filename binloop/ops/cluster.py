@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
+from binloop.ops.listening import listening_ports
+
 
 def free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
@@ -64,9 +66,9 @@ def can_fork() -> bool:
 
 
 def wait_for_listeners(addresses: Sequence[str], timeout_s: float = 5.0) -> bool:
-    """Wait until every `host:port` of this machine's `addresses` is listening (read
-    from `/proc/net/tcp*`, never by connecting: a Bytewax process takes any connection
-    to its port as a peer's); False after `timeout_s` or where the kernel does not say.
+    """Wait until every `host:port` of this machine's `addresses` is listening (asked of
+    the kernel, never by connecting: a Bytewax process takes any connection to its port
+    as a peer's); False after `timeout_s` or where the kernel does not say.
 
     A Bytewax process connects to the processes below it and, when one is not yet
     listening, retries only after a second: a peer forked a few milliseconds before
@@ -76,7 +78,7 @@ def wait_for_listeners(addresses: Sequence[str], timeout_s: float = 5.0) -> bool
     deadline = time.monotonic() + timeout_s
     while wanted:
         try:
-            wanted -= _listening_ports()
+            wanted -= listening_ports()
         except OSError:
             return False
         if not wanted:
@@ -85,18 +87,6 @@ def wait_for_listeners(addresses: Sequence[str], timeout_s: float = 5.0) -> bool
             return False
         time.sleep(0.002)
     return True
-
-
-def _listening_ports() -> set[int]:
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table, encoding="ascii") as rows:
-            next(rows)
-            for row in rows:
-                fields = row.split(None, 4)
-                if fields[3] == "0A":  # TCP_LISTEN
-                    ports.add(int(fields[1].rpartition(":")[2], 16))
-    return ports
 
 
 class ForkedPeer:
@@ -118,10 +108,12 @@ class ForkedPeer:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.0005  # a peer that ends with process 0 exits within milliseconds
         while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"process {self.pid}", timeout or 0.0)
-            time.sleep(0.01)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.01)
         return code
 
     def send_signal(self, sig: int) -> None:
