@@ -20,6 +20,12 @@ Files (`benchmarks.bench_files`, generated under `--workdir`, default
 invalid lines; the polars anchor cannot read it, so there the plain and msgspec anchors
 are the comparison).
 
+`bytewax-halves` is no engine but the ceiling of `bytewax-2p` on this machine: two
+independent 1-worker replays, each of one half of the file (cut at a line end), started
+together and exchanging nothing. Its events are not the file's (a key's failures are split
+between the halves), so only its records and rejects are checked; `bytewax-1w`'s wall time
+over its own is the most any 2-process run could reach here.
+
 Also measured: `startup`, each engine on an empty file (what interpreter start and
 imports cost; shown, never subtracted); and with `--state-records BIG,SMALL`, bounded
 state: the bytewax engine on streams where every record is a failure of a new key
@@ -31,6 +37,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -45,6 +52,7 @@ from benchmarks.bench_files import FILE_KINDS, anchors_script, bench_file
 
 ANCHORS: Final = ("plain", "msgspec", "polars")
 ENGINES: Final = ("reference", "bytewax-1w", "bytewax-2p", "polars-engine")
+CEILINGS: Final = ("bytewax-halves",)
 DETECT_FLAGS: Final = ("--window", "global", "--theta", "3")
 DEFAULT_WORKDIR: Final = Path.home() / ".cache" / "binloop" / "bench"
 DEFAULT_OUT: Final = Path("benchmarks/results/engines")
@@ -84,10 +92,43 @@ def command(name: str, path: Path, work: Path, anchors: Path | None,
     if name in ANCHORS:
         assert anchors is not None
         return [sys.executable, str(anchors), name, str(path)]
+    if name in CEILINGS:
+        halves = [detect_command(half, work, f"{name}-{i}", detect_flags,
+                                 engine_flags("bytewax-1w"))
+                  for i, half in enumerate(halves_of(path, work), start=1)]
+        # both at once; the exit code is the first failure's
+        script = (f"{shlex.join(halves[0])} & first=$!; {shlex.join(halves[1])}; "
+                  "second=$?; wait $first || exit $?; exit $second")
+        return ["/bin/sh", "-c", script]
+    return detect_command(path, work, name, detect_flags, engine_flags(name))
+
+
+def detect_command(path: Path, work: Path, name: str, detect_flags: tuple[str, ...],
+                   engine: list[str]) -> list[str]:
     return [sys.executable, "-m", "binloop.cli", "detect", "--input", str(path),
             "--out", str(work / f"events-{name}.jsonl"),
             "--dead-letter", str(work / f"dead-{name}.jsonl"), "--no-progress",
-            *detect_flags, *engine_flags(name)]
+            *detect_flags, *engine]
+
+
+def halves_of(path: Path, work: Path) -> tuple[Path, Path]:
+    """The file cut in two at the line end nearest its middle (made once, in `work`)."""
+    halves = (work / f"{path.stem}.half1.jsonl", work / f"{path.stem}.half2.jsonl")
+    size = path.stat().st_size
+    if all(h.exists() for h in halves) and sum(h.stat().st_size for h in halves) == size:
+        return halves
+    with open(path, "rb") as whole:
+        whole.seek(size // 2)
+        whole.readline()  # to the end of the line the middle falls in
+        cut = whole.tell()
+        whole.seek(0)
+        for half, length in zip(halves, (cut, size - cut), strict=True):
+            with open(half, "wb") as out:
+                while length:
+                    block = whole.read(min(length, 1 << 24))
+                    out.write(block)
+                    length -= len(block)
+    return halves
 
 
 def measure(argv: list[str]) -> dict[str, Any]:
@@ -140,8 +181,9 @@ def _tree_rss(proc: Any) -> int:
 def run_one(name: str, path: Path, work: Path, anchors: Path | None, round_no: int,
             detect_flags: tuple[str, ...] = DETECT_FLAGS) -> Run:
     load = os.getloadavg()[0]
-    for stale in (work / f"events-{name}.jsonl", work / f"dead-{name}.jsonl"):
-        stale.unlink(missing_ok=True)
+    for part in (name, f"{name}-1", f"{name}-2"):
+        for stale in (work / f"events-{part}.jsonl", work / f"dead-{part}.jsonl"):
+            stale.unlink(missing_ok=True)
     got = measure(command(name, path, work, anchors, detect_flags))
     records = invalid = events = 0
     ids = ""
@@ -151,13 +193,18 @@ def run_one(name: str, path: Path, work: Path, anchors: Path | None, round_no: i
             records, invalid, events = printed["records"], printed["invalid"], printed["events"]
         except (IndexError, orjson.JSONDecodeError, KeyError):
             got["exit_code"] = got["exit_code"] or 1
+    elif name in CEILINGS:
+        parts = [f"{name}-1", f"{name}-2"]
+        events = sum(len(_lines(work / f"events-{part}.jsonl")) for part in parts)
+        invalid = sum(len(_lines(work / f"dead-{part}.jsonl")) for part in parts)
+        records = sum(_summary_counts(got["stderr"]))
     else:
         lines = _lines(work / f"events-{name}.jsonl")
         events = len(lines)
         ids = hashlib.sha256("".join(sorted(orjson.loads(ln)["event_id"] for ln in lines))
                              .encode()).hexdigest()[:16]
         invalid = len(_lines(work / f"dead-{name}.jsonl"))
-        records = _summary_records(got["stderr"])
+        records = next(iter(_summary_counts(got["stderr"])), 0)
     return Run(name, path.name, round_no, round(got["wall_s"], 3), round(got["cpu_s"], 3),
                round(got["max_rss_mb"], 1),
                None if got["tree_rss_mb"] is None else round(got["tree_rss_mb"], 1),
@@ -170,11 +217,10 @@ def _lines(path: Path) -> list[bytes]:
     return [ln for ln in path.read_bytes().splitlines() if ln] if path.exists() else []
 
 
-def _summary_records(stderr: str) -> int:
-    for line in stderr.splitlines():
-        if line.startswith("records read "):
-            return int(line.split("|")[0].split()[2].replace(",", ""))
-    return 0
+def _summary_counts(stderr: str) -> list[int]:
+    """The records read of each summary line printed (one per `binloop detect`)."""
+    return [int(line.split("|")[0].split()[2].replace(",", ""))
+            for line in stderr.splitlines() if line.startswith("records read ")]
 
 
 def check_rounds(runs: list[Run]) -> None:
@@ -197,6 +243,11 @@ def check_rounds(runs: list[Run]) -> None:
         expected_ids = statistics.mode(r.event_ids for r in reference) if reference else ""
         for run in file_runs:
             if run.void:
+                continue
+            if run.name in CEILINGS:  # other events by design: the halves' records only
+                if (run.invalid, run.records) != expected[1:]:
+                    run.void = (f"invalid/records {(run.invalid, run.records)} differ from "
+                                f"{what} {expected[1:]}")
                 continue
             got = (run.events, run.invalid, run.records)
             if got != expected:
@@ -251,7 +302,7 @@ def bench(files: list[str], records: int, workdir: Path, rounds: int, runners: l
     load_start = os.getloadavg()
     for kind in files:
         path = bench_file(kind, records, workdir, seed, anchors)
-        names = [n for n in runners if n in ENGINES or anchors is not None]
+        names = [n for n in runners if n in ENGINES + CEILINGS or anchors is not None]
         if kind == "invalid":
             names = [n for n in names if n != "polars"]  # polars' reader raises on bad lines
         say(f"{path.name}: {', '.join(names)}; {rounds} rounds; load {os.getloadavg()[0]:.2f}")
@@ -316,6 +367,16 @@ def markdown(result: dict[str, Any]) -> str:
             f"{r['tree_rss_mb']:.0f} | {r.get('vs_plain', '-')} | {r.get('vs_msgspec', '-')} | "
             f"{r.get('vs_polars', '-')} | {r['events']} | {r['invalid']} | "
             f"{r['void']}/{r['rounds']}{': ' + r['failure'] if r['failure'] else ''} |")
+    ceilings = [(r["file"], r["wall_s"]) for r in result["rows"]
+                if r["name"] in CEILINGS and "wall_s" in r]
+    walls = {(r["file"], r["name"]): r["wall_s"] for r in result["rows"] if "wall_s" in r}
+    for file, ceiling in ceilings:
+        one = walls.get((file, "bytewax-1w"))
+        two = walls.get((file, "bytewax-2p"))
+        if one is not None:
+            lines += ["", f"Two processes on {file}: the ceiling (bytewax-1w / bytewax-halves) "
+                      f"{one / ceiling:.2f}x"
+                      + (f", reached (bytewax-1w / bytewax-2p) {one / two:.2f}x." if two else ".")]
     lines += ["", f"Void runs (events differ from the anchors'/reference's, or a crash): "
               f"{result['void_runs']}.", "",
               "Start-up (an empty file; included above, not subtracted): " + ", ".join(
@@ -344,7 +405,7 @@ def register_bench(subparsers: Any) -> None:
     parser.add_argument("--files", default=",".join(FILE_KINDS),
                         help=f"comma-separated, from {', '.join(FILE_KINDS)}")
     parser.add_argument("--runs", default=",".join(ANCHORS + ENGINES),
-                        help=f"comma-separated, from {', '.join(ANCHORS + ENGINES)}")
+                        help=f"comma-separated, from {', '.join(ANCHORS + ENGINES + CEILINGS)}")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", default=str(DEFAULT_WORKDIR), metavar="DIR",
                         help="generated inputs and outputs live here (reused when present)")
@@ -361,7 +422,7 @@ def run(args: argparse.Namespace) -> int:
     files = [f for f in args.files.split(",") if f]
     runners = [r for r in args.runs.split(",") if r]
     unknown = [f for f in files if f not in FILE_KINDS] + \
-        [r for r in runners if r not in ANCHORS + ENGINES]
+        [r for r in runners if r not in ANCHORS + ENGINES + CEILINGS]
     if unknown or args.records < 1 or args.rounds < 1:
         raise ValueError(f"unknown --files/--runs {unknown} or --records/--rounds < 1")
     if "polars-engine" in runners:
