@@ -44,6 +44,7 @@ def listening_ports() -> set[int]:
 def _from_netlink() -> set[int]:
     ports: set[int] = set()
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as diag:
+        diag.settimeout(1.0)  # a kernel that never answers: the /proc tables then
         for seq, family in enumerate((socket.AF_INET, socket.AF_INET6), start=1):
             body = _REQUEST.pack(family, socket.IPPROTO_TCP, 0, 1 << TCP_LISTEN)
             diag.sendall(_HEADER.pack(_HEADER.size + len(body), SOCK_DIAG_BY_FAMILY,
