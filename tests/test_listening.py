@@ -76,7 +76,10 @@ print(netlink, port in listening.listening_ports())
 """
 
 
-@pytest.mark.parametrize("unprivileged", [False, True], ids=["root", "nobody"])
+@pytest.mark.parametrize("unprivileged", [
+    pytest.param(False, id="root"),
+    pytest.param(True, id="nobody", marks=pytest.mark.slow),  # may build the non-root venv
+])
 def test_where_netlink_is_refused_the_proc_tables_answer(unprivileged: bool) -> None:
     """Under a seccomp filter that refuses netlink sockets (as a container's profile
     may), listening_ports still sees the listener; without the filter netlink answers."""
