@@ -39,8 +39,6 @@ def sockets(family: socket.AddressFamily, host: str) -> Iterator[tuple[int, int]
 def test_lists_listening_ports_and_not_bound_ones(reader: Callable[[], set[int]],
                                                  family: socket.AddressFamily,
                                                  host: str) -> None:
-    if family == socket.AF_INET6 and not socket.has_ipv6:
-        pytest.skip("no IPv6 here")
     with sockets(family, host) as (listening_port, bound_port):
         ports = reader()
     assert listening_port in ports
@@ -76,19 +74,20 @@ print(netlink, port in listening.listening_ports())
 """
 
 
-@pytest.mark.parametrize("unprivileged", [
-    pytest.param(False, id="root"),
-    pytest.param(True, id="nobody", marks=pytest.mark.slow),  # may build the non-root venv
-])
+# As root, also as `nobody` (slow: it may build the non-root venv); a non-root user is
+# already the unprivileged case.
+USERS = [pytest.param(False, id="current")] + (
+    [pytest.param(True, id="nobody", marks=pytest.mark.slow)] if is_root() else [])
+
+
+@pytest.mark.parametrize("unprivileged", USERS)
 def test_where_netlink_is_refused_the_proc_tables_answer(unprivileged: bool) -> None:
     """Under a seccomp filter that refuses netlink sockets (as a container's profile
     may), listening_ports still sees the listener; without the filter netlink answers."""
-    if unprivileged and not is_root():
-        pytest.skip("already unprivileged: the root case is this one")
     try:
         python = str(nonroot_venv()) if unprivileged else sys.executable
     except NonRootUnavailable as exc:
-        pytest.skip(str(exc))
+        pytest.fail(f"cannot run the non-root half: {exc}")
     shared = shared_dir("binloop-listening-")
     profile = shared / "no-netlink.json"
     profile.write_text(json.dumps({
