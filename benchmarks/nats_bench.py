@@ -44,6 +44,7 @@ from typing import Any
 import orjson
 from nats.aio.msg import Msg
 
+from benchmarks.bytecode import compile_packages
 from binloop.core.config import Config, load_config
 from binloop.core.schema import dumps_record, validate_record
 from binloop.core.summary import RunSummary
@@ -486,7 +487,8 @@ def _measure_all(url: str, args: BenchArgs, server: ServerCpu) -> dict[str, Any]
     results: dict[str, Any] = {"records": args.records, "batch": args.batch,
                                "batch_records": args.batch_records, "rounds": args.rounds,
                                "partitions": args.partitions, "cpus": os.cpu_count(),
-                               "load_before": os.getloadavg()}
+                               "load_before": os.getloadavg(),
+                               "bytecode": compile_packages()}
     lines = synthetic(args.records)
     results["publish_single_records_per_s"] = asyncio.run(_prefill(
         url, "BENCH_SINGLE", "bsingle", args.partitions, list(messages(lines, 1, "bsingle"))))

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.bytecode import compile_packages
+
 _BINLOOP = str(Path(sys.executable).with_name("binloop"))
 
 
@@ -41,6 +43,7 @@ def main() -> None:
     parser.add_argument("--thetas", default="2,3,4,5")
     parser.add_argument("--windows", default="session,global,sliding:1h")
     args = parser.parse_args()
+    bytecode = compile_packages()
     load_before = os.getloadavg()
     full: list[tuple[float, float]] = []
     one: list[tuple[float, float]] = []
@@ -53,7 +56,7 @@ def main() -> None:
                                "--out", f"{scratch}/one{index}"]))
     ratios = [f[0] / o[0] for f, o in zip(full, one, strict=True)]
     print(json.dumps({
-        "file": str(args.file), "rounds": args.rounds, "thetas": args.thetas,
+        "file": str(args.file), "rounds": args.rounds, "bytecode": bytecode, "thetas": args.thetas,
         "windows": args.windows,
         "sweep_wall_s_median": round(statistics.median(f[0] for f in full), 2),
         "one_wall_s_median": round(statistics.median(o[0] for o in one), 2),
