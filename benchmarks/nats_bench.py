@@ -15,8 +15,10 @@ of wall time and per CPU second of the consuming process, and (with the embedded
 server) the server's CPU seconds per 100k records: on a small machine the server
 competes with the job for the cores;
 * latency: the job running in its own process (`binloop run`) while records are
-  published at `--rate` records/s: from publishing the θ-th failure of a key to
-  receiving its BINEvent on `bin.events.>`, p50 / p99 / max.
+  published at `--rate` records/s (plain publishes, no ack per message: the load
+  generator should take as little of the job's cores as it can): from publishing the
+  θ-th failure of a key to receiving its BINEvent on `bin.events.>` (in a receiving
+  process of its own), p50 / p99 / max.
 
 Everything runs against a fresh embedded nats-server (or `--nats URL`, where the
 streams `BENCH_*` are created and deleted). Results: JSON and a Markdown table in
