@@ -328,3 +328,25 @@ def test_the_decoders_future_bound_follows_the_clock(monkeypatch: pytest.MonkeyP
     late = parser.parse([line, line], "src", 1)
     assert (late.valid, late.dead, parser.blocks_fast) == (2, [], 1)
     assert [cand[3] for cand in late.counted] == [orjson.loads(line)["ts"]] * 2
+
+
+def test_an_uncut_block_refused_goes_line_by_line_once_and_a_blank_line_stays_fast() -> None:
+    """An uncut block the decoder refuses is not checked again as cut lines (the same
+    checks of the same lines), unless it holds a blank line: then the other lines are
+    still taken as one block."""
+    def uncut(lines: list[bytes]) -> tuple[bytes, Any]:
+        block = b"\n".join(lines)
+        return block, np.flatnonzero(np.frombuffer(block, np.uint8) == 0x0A)
+
+    bad = [*CLEAN[:3], b'{"ts": "soon"', *CLEAN[3:]]
+    parser = BlockParser(COUNTS, RecordLimits())
+    with mock.patch.object(parser, "_fast_block", wraps=parser._fast_block) as fast_block:
+        got = parser.parse([], "src", 1, *uncut(bad))
+    assert fast_block.call_count == 0 and parser.blocks_by_line == 1
+    assert (got.valid, [d.position for d in got.dead]) == (len(CLEAN), ["4"])
+    assert got == BlockParser(COUNTS, RecordLimits()).parse(bad, "src", 1)
+
+    blank = [*CLEAN[:3], b"", *CLEAN[3:]]
+    parser = BlockParser(COUNTS, RecordLimits())
+    got = parser.parse([], "src", 1, *uncut(blank))
+    assert (parser.blocks_fast, got.valid, got.blank, got.dead) == (1, len(CLEAN), 1, [])

@@ -169,7 +169,12 @@ class BlockParser:
                 return out
             out = BlockResult()
             items = block.split(b"\n")
-        if items and type(items[0]) is bytes and \
+            # Without blank lines `_fast_block` would check the same lines the same way
+            # and refuse them too; with one, it takes the others as a block.
+            uncut_refused = b"" not in items
+        else:
+            uncut_refused = False
+        if not uncut_refused and items and type(items[0]) is bytes and \
                 self._fast_block(items, out, block):  # type: ignore[arg-type]
             self.blocks_fast += 1
             return out
@@ -373,7 +378,7 @@ class BlockParser:
         if ((self._infer and self._inferred(rec))
                 or (mode is not None and mode not in self._normal_modes
                     and not self._modes_normal({mode}))
-                or (rec.id is not None and not _ids_lower_hex([rec]))):
+                or (rec.id is not None and rec.id.strip(ID_DIGITS))):
             return None
         return rec
 
