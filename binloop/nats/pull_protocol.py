@@ -17,6 +17,7 @@ from typing import Literal
 import orjson
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy, StatusCode
 
+from binloop.core.reading import BOM, has_bom
 from binloop.core.schema import DeadLetter, raw_text
 from binloop.nats.subjects import BATCH_HEADER, BATCH_JSONL
 
@@ -28,7 +29,6 @@ PENDING_MESSAGES_HEADER = "Nats-Pending-Messages"
 _REQUEST_ENDED = ("request timeout", "exceeds maxbytes", "batch completed")
 # A UTF-8 byte order mark before a record is removed, as the file reader does
 # (binloop.replay.readers): a Windows-written line published as it is stays a record.
-BOM = b"\xef\xbb\xbf"
 
 Arrival = Literal["new", "seen", "gap"]
 
@@ -79,7 +79,7 @@ class Delivery:
 def envelope_run(data: bytes) -> bytes:
     """`b"\n".join(split_envelope(data))`, without cutting the common envelope (no
     `\r`, no byte order mark) into lines."""
-    if b"\r" in data or BOM in data:
+    if b"\r" in data or has_bom(data):
         return b"\n".join(split_envelope(data))
     return data[:-1] if data.endswith(b"\n") else data
 
@@ -92,7 +92,7 @@ def split_envelope(data: bytes) -> list[bytes]:
         lines.pop()
     if b"\r" in data:
         lines = [line.rstrip(b"\r") for line in lines]
-    if BOM in data:
+    if has_bom(data):
         lines = [line[3:] if line.startswith(BOM) else line for line in lines]
     return lines
 

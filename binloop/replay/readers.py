@@ -52,7 +52,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, NoReturn
 import orjson
 
 from binloop.core.errors import InputError
-from binloop.core.reading import DEFAULT_READ, ReadOptions
+from binloop.core.reading import BOM, DEFAULT_READ, ReadOptions, has_bom
 from binloop.core.schema import DeadLetter
 
 if TYPE_CHECKING:  # polars costs a JSONL replay 160 ms of start-up: only for Parquet
@@ -62,7 +62,6 @@ JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 GZ_SUFFIXES = (".jsonl.gz", ".ndjson.gz", ".json.gz")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 STDIN = "-"
-BOM: Final = b"\xef\xbb\xbf"
 # How much of a rejected line or a damaged file's content a dead letter keeps.
 REJECT_PREFIX_BYTES: Final = 64
 READ_BYTES: Final = 1 << 20
@@ -620,7 +619,7 @@ class LineSplitter:
         held_cr = text.endswith(b"\r")
         if held_cr:
             text = text[:-1]
-        if b"\r" not in text and (text.isascii() or BOM not in text):
+        if b"\r" not in text and (text.isascii() or not has_bom(text)):
             if self.uncut:
                 cut = self._uncut(text)
                 if cut is not None:

@@ -31,11 +31,10 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Final
 
-from binloop.core.reading import DEFAULT_READ, ReadOptions
+from binloop.core.reading import BOM, DEFAULT_READ, ReadOptions
 from binloop.core.schema import DeadLetter
 from binloop.replay import readers
 from binloop.replay.readers import (
-    BOM,
     InputReader,
     LineSplitter,
     RawChunk,

@@ -42,7 +42,7 @@ import orjson
 import polars as pl
 
 from binloop.core.classify import GIVEN, INFER
-from binloop.core.reading import DEFAULT_READ, ReadOptions
+from binloop.core.reading import BOM, DEFAULT_READ, ReadOptions
 from binloop.core.schema import (
     DEFAULT_LIMITS,
     LINE_MAX_BYTES,
@@ -60,7 +60,6 @@ from binloop.core.schema import (
 )
 from binloop.replay.formats import AUTO, BINLOOP, LineMapper, mapped, mapper, resolve, sniff_file
 from binloop.replay.readers import (
-    BOM,
     GZ_SUFFIXES,
     STDIN,
     InputReader,
