@@ -27,8 +27,6 @@ log = logging.getLogger("binloop.nats")
 # messages are in this header (nats-py reads it but names no constant for it).
 PENDING_MESSAGES_HEADER = "Nats-Pending-Messages"
 _REQUEST_ENDED = ("request timeout", "exceeds maxbytes", "batch completed")
-# A UTF-8 byte order mark before a record is removed, as the file reader does
-# (binloop.replay.readers): a Windows-written line published as it is stays a record.
 
 Arrival = Literal["new", "seen", "gap"]
 
@@ -173,6 +171,8 @@ class PullTracker:
         out.messages += 1
         out.first_seq = out.first_seq or sseq
         out.last_seq = sseq
+        # A UTF-8 byte order mark before a record is removed, as the file reader does
+        # (binloop.replay.readers): a Windows-written line published as it is stays one.
         if data.startswith(BOM):
             data = data[3:]
         if not data.strip():
