@@ -175,7 +175,7 @@ class PullTracker:
         # (binloop.replay.readers): a Windows-written line published as it is stays one.
         if data.startswith(BOM):
             data = data[3:]
-        if not data.strip():
+        if not data or data.isspace():  # (`strip` would copy a whole envelope)
             # A file's blank line is no record; a message is meant to be one (or an
             # envelope of some): an empty one is a publisher's bug, to be seen.
             what = "message" if batch is None else f"{BATCH_HEADER} envelope"
