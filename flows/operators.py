@@ -375,7 +375,7 @@ class DetectShard(StatefulBatchLogic[ShardInput, Any, Any]):
         # Records from another process are packed: those ignored are never unpacked.
         kept: Iterable[tuple[Key, Candidate]] = (
             records.unignored(ignores) if isinstance(records, PackedRecords)
-            else detector.unignored(records))
+            else ((key, cand) for key, cand in records if not ignores(key, cand[3])))
         for _key, cand in kept:
             rec = full_record(cand, parser)
             seen = observe(rec)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from binloop.core.detection import DetectionParams, Detector, SessionWindows, detect
 from binloop.core.events import event_id
 from binloop.core.window import WindowSpec
@@ -163,34 +160,3 @@ def test_beyond_lateness_is_measured_against_the_key_s_own_newest_ts() -> None:
     detector.observe(rec(9 * MIN + 1))  # within a minute
     assert detector.stats.beyond_lateness == 1
 
-
-
-_STREAMS = st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 10 * MIN),
-                              st.integers(0, 1000)), max_size=60)
-
-
-@settings(max_examples=150, deadline=None)
-@given(stream=_STREAMS, theta=st.integers(1, 4), external=st.booleans(),
-       lateness=st.sampled_from([0, MIN, 60 * MIN]))
-def test_unignored_is_ignores_called_per_record(stream: list[tuple[str, int, int]],
-                                                theta: int, external: bool,
-                                                lateness: int) -> None:
-    """A chunk through `unignored` leaves the detector as `ignores` per record does: the
-    same records observed (a key fires mid-chunk), the same counters, clocks and events."""
-    chunk = [(("t" + tool, "ARGS.x"),
-              (rec(ts, tool="t" + tool, args={"n": n}), "t" + tool, "ARGS.x", ts, 1))
-             for tool, ts, n in stream]
-    one_by_one, batched = (
-        Detector(params(theta=theta, window=WindowSpec("global"),
-                        allowed_lateness_ms=lateness), external_clock=external)
-        for _ in range(2))
-    events_one = [seen.event for key, cand in chunk if not one_by_one.ignores(key, cand[3])
-                  if (seen := one_by_one.observe(cand[0])).event is not None]
-    events_batched = [seen.event for _key, cand in batched.unignored(chunk)
-                      if (seen := batched.observe(cand[0])).event is not None]
-    assert events_batched == events_one
-    assert batched.stats == one_by_one.stats and batched.max_ts == one_by_one.max_ts
-    assert {k: (s.armed, s.newest) for k, s in batched.keys.items()} == \
-        {k: (s.armed, s.newest) for k, s in one_by_one.keys.items()}
-    assert one_by_one.stats.disarmed == sum(1 for _ in stream) - one_by_one.stats.counted \
-        - one_by_one.stats.duplicates - one_by_one.stats.late

@@ -34,9 +34,9 @@ import bisect
 import hashlib
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -46,7 +46,6 @@ from binloop.core.window import WindowSpec
 
 Key = tuple[str, str]
 Status = Literal["counted", "fired", "late", "duplicate", "disarmed"]
-_Cand = TypeVar("_Cand", bound=Sequence[Any])  # a candidate record: item 3 is its ts
 
 DEFAULT_SESSION_GAP_MS: Final = 30 * 60 * 1000
 DEFAULT_ALLOWED_LATENESS_MS: Final = 60 * 60 * 1000
@@ -345,38 +344,6 @@ class Detector:
             self.max_ts = ts
         self.stats.disarmed += 1
         return True
-
-    def unignored(self, pairs: Iterable[tuple[Key, _Cand]]) -> Iterator[tuple[Key, _Cand]]:
-        """The (key, candidate) pairs that `ignores` would not ignore (a candidate's
-        item 3 is its ts), lazily and in order; the others accounted as `ignores` does.
-
-        `ignores` inlined for a chunk: most counted records of a long replay are of keys
-        already fired, and a method call per record was the larger part of their cost. A
-        pair is looked at only after the one before it was observed (a key may fire
-        mid-chunk), so the result is that of `ignores` called per record.
-        """
-        keys, lateness = self.keys, self.params.allowed_lateness_ms
-        own_clock, max_ts = not self.external_clock, self.max_ts
-        disarmed = beyond = 0
-        try:
-            for pair in pairs:
-                state = keys.get(pair[0])
-                if state is None or state.armed:
-                    yield pair
-                    continue
-                ts = pair[1][3]
-                if ts > state.newest:
-                    state.newest = ts
-                elif ts < state.newest - lateness:
-                    beyond += 1
-                if ts > max_ts:
-                    max_ts = ts
-                disarmed += 1
-        finally:  # the counters and the clock are sums and maxima: added once, at the end
-            self.stats.disarmed += disarmed
-            self.stats.beyond_lateness += beyond
-            if own_clock and max_ts > self.max_ts:
-                self.max_ts = max_ts
 
     def rearm(self, key: Key, fired_epoch: int) -> bool:
         """Arm a key again after the build for its `fired_epoch` event failed.
