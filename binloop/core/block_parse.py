@@ -169,15 +169,18 @@ class BlockParser:
                 return out
             out = BlockResult()
             items = block.split(b"\n")
-            # Without blank lines `_fast_block` would check the same lines the same way
-            # and refuse them too; with one, it takes the others as a block.
-            uncut_refused = b"" not in items
-        else:
-            uncut_refused = False
-        if not uncut_refused and items and type(items[0]) is bytes and \
+            if b"" not in items:
+                # `_fast_block` would check the same lines the same way and refuse them
+                # too; with a blank line it takes the others as a block.
+                return self._line_by_line(items, source, first_line)
+        if items and type(items[0]) is bytes and \
                 self._fast_block(items, out, block):  # type: ignore[arg-type]
             self.blocks_fast += 1
             return out
+        return self._line_by_line(items, source, first_line)
+
+    def _line_by_line(self, items: Sequence[bytes | dict[str, Any]], source: str,
+                      first_line: int) -> BlockResult:
         self.blocks_by_line += 1
         out = BlockResult()
         self._by_line(items, source, first_line, out)

@@ -619,7 +619,7 @@ class LineSplitter:
         held_cr = text.endswith(b"\r")
         if held_cr:
             text = text[:-1]
-        if b"\r" not in text and (text.isascii() or not has_bom(text)):
+        if b"\r" not in text and not has_bom(text):
             if self.uncut:
                 cut = self._uncut(text)
                 if cut is not None:
