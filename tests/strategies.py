@@ -141,7 +141,8 @@ FIELD_VALUES: Final[dict[str, tuple[Any, ...]]] = {
     "duration_ms": (5, 0, None, -1, 1.5, "5", True),
     "agent_id": ("a", 'q"uote', None, "x" * 5000, 5),
     "error": ("e", "new\nline", "tab\t", 'q"t', "c\u0001", None, "x" * 5000, 7),
-    "id": ("a" * 64, "B" * 64, "0123456789abcdef" * 4, "g" * 64, "a" * 63, None, 5),
+    "id": ("a" * 64, "B" * 64, "0123456789abcdef" * 4, "g" * 64, "a" * 63, None, 5,
+           "é" * 64, "0123456789abcdeF" * 4, "a" * 31 + "-" + "a" * 32),
     "extra": (1, None),
 }
 RAW_LINES: Final = (b"", b"   ", b"not json", b"[1,2]", b"{", b"\xff\xfe{}", b"\xef\xbb\xbf{}",

@@ -381,7 +381,7 @@ class BlockParser:
         if ((self._infer and self._inferred(rec))
                 or (mode is not None and mode not in self._normal_modes
                     and not self._modes_normal({mode}))
-                or (rec.id is not None and rec.id.strip(ID_DIGITS))):
+                or (rec.id is not None and not _lower_hex(rec.id))):
             return None
         return rec
 
@@ -419,8 +419,13 @@ def _is_utf8(block: bytes) -> bool:
 def _ids_lower_hex(records: list[_Record]) -> bool:
     """Whether every id is lower-case hex (the schema lower-cases one). One pass over the
     joined ids: msgspec's `pattern` would call a regex per record, which costs more."""
-    ids = "".join(filter(None, map(_IDS, records)))
-    return not ids or (ids.isascii() and not ids.encode().translate(None, _ID_DIGITS))
+    return _lower_hex("".join(filter(None, map(_IDS, records))))
+
+
+def _lower_hex(text: str) -> bool:
+    """Whether `text` holds only the digits of a lower-case hex id: one C pass (a third
+    of `str.strip(ID_DIGITS)`'s time on a 64-digit id)."""
+    return text.isascii() and not text.encode().translate(None, _ID_DIGITS)
 
 
 def _ts_bounded(floor: float, max_future_skew_ms: int | None) -> msgspec.json.Decoder[_Record]:
